@@ -1,0 +1,70 @@
+"""Backend-neutral core of discrete-kernels: gradient-based discrete MCMC as pure functions.
+
+Every function acts on arrays of any array-API library (numpy, jax.numpy under ``jit`` and
+``vmap``, torch) and never imports a framework. Randomness and gradients come in as arrays or
+callables supplied by the adapters (:mod:`numpyro_ext`, :mod:`pyro_ext`).
+"""
+
+from .adaptation import (
+    DualAveragingState,
+    StepSizeAdaptation,
+    dual_averaging_init,
+    dual_averaging_update,
+    step_size_adaptation_update,
+)
+from .domains import Binary, Categorical, Domain, Ordinal, as_domain
+from .mh import accept_probability, metropolis_accept, mh_log_ratio
+from .proposals import (
+    dlp_leaf_log_prob,
+    dlp_leaf_logits,
+    dlp_leaf_sample,
+    gwg_log_prob,
+    gwg_move_logits,
+    gwg_sample,
+    local_delta,
+    single_site_substitutions,
+    squared_distance,
+)
+from .steps import (
+    ChainState,
+    StepInfo,
+    dlp_noise_shapes,
+    dlp_step,
+    gwg_noise_shapes,
+    gwg_step,
+    hamming_distance,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Binary",
+    "Categorical",
+    "ChainState",
+    "Domain",
+    "DualAveragingState",
+    "Ordinal",
+    "StepInfo",
+    "StepSizeAdaptation",
+    "accept_probability",
+    "as_domain",
+    "dlp_leaf_log_prob",
+    "dlp_leaf_logits",
+    "dlp_leaf_sample",
+    "dlp_noise_shapes",
+    "dlp_step",
+    "dual_averaging_init",
+    "dual_averaging_update",
+    "gwg_log_prob",
+    "gwg_move_logits",
+    "gwg_noise_shapes",
+    "gwg_sample",
+    "gwg_step",
+    "hamming_distance",
+    "local_delta",
+    "metropolis_accept",
+    "mh_log_ratio",
+    "single_site_substitutions",
+    "squared_distance",
+    "step_size_adaptation_update",
+]

@@ -1,0 +1,76 @@
+"""Small array-API helpers shared by the core (numpy, jax.numpy and torch alike)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from array_api_compat import array_namespace
+
+Array = Any
+
+__all__ = [
+    "Array",
+    "array_namespace",
+    "gumbel_from_uniform",
+    "log_sigmoid",
+    "log_softmax",
+    "masked_sum",
+    "sum_event",
+]
+
+
+def log_sigmoid(x: Array) -> Array:
+    """``log(sigmoid(x))`` computed without overflow, elementwise."""
+    xp = array_namespace(x)
+    return -xp.logaddexp(xp.zeros_like(x), -x)
+
+
+def log_softmax(logits: Array) -> Array:
+    """Log-softmax over the last axis; rows that are all ``-inf`` stay ``-inf``.
+
+    Parameters
+    ----------
+    logits : array, shape (..., S)
+
+    Returns
+    -------
+    array, shape (..., S)
+    """
+    xp = array_namespace(logits)
+    top = xp.max(logits, axis=-1, keepdims=True)
+    top = xp.where(xp.isfinite(top), top, xp.zeros_like(top))
+    shifted = logits - top
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
+
+
+def gumbel_from_uniform(uniform: Array) -> Array:
+    """Standard Gumbel noise from uniforms in [0, 1) (a zero maps to ``-inf``)."""
+    xp = array_namespace(uniform)
+    return -xp.log(-xp.log(uniform))
+
+
+def masked_sum(mask: Array, values: Array, axis: int = -1) -> Array:
+    """Sum of ``values`` where ``mask`` holds, without touching ``inf`` elsewhere."""
+    xp = array_namespace(values)
+    return xp.sum(xp.where(mask, values, xp.zeros_like(values)), axis=axis)
+
+
+def sum_event(x: Array, batch_ndims: int = 0) -> Array:
+    """Sum over every axis but the leading ``batch_ndims`` ones.
+
+    Parameters
+    ----------
+    x : array, shape (*batch, *event)
+    batch_ndims : int
+        Number of leading batch axes to keep.
+
+    Returns
+    -------
+    array, shape (*batch,)
+    """
+    xp = array_namespace(x)
+    ndim = len(x.shape)
+    axes = tuple(range(batch_ndims, ndim))
+    if not axes:
+        return x
+    return xp.sum(x, axis=axes)

@@ -1,0 +1,135 @@
+"""Variable domains: the set of values each coordinate of a leaf may take.
+
+A *leaf* is one array of discrete coordinates (one model site, or one leaf of a pytree in
+potential mode). Every coordinate of a leaf shares its domain. Values are stored as numbers:
+``Binary`` as 0/1, ``Ordinal`` as integers, ``Categorical`` as the index of the category
+(the one-hot form is a view the adapters may present to a potential).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._xp import Array, array_namespace
+
+__all__ = ["Binary", "Categorical", "Domain", "Ordinal", "as_domain"]
+
+
+@dataclass(frozen=True)
+class Binary:
+    """Coordinates in {0, 1}; one flip moves a squared distance of 1."""
+
+    @property
+    def num_values(self) -> int:
+        return 2
+
+    @property
+    def low(self) -> int:
+        return 0
+
+    def candidate_values(self, like: Array) -> Array:
+        """Candidate values ``[0, 1]`` in the float dtype of ``like``, shape (2,)."""
+        xp = array_namespace(like)
+        return xp.asarray([0.0, 1.0], dtype=like.dtype)
+
+
+@dataclass(frozen=True, eq=False)
+class Ordinal:
+    """Integer coordinates ``low, low + 1, ..., low + num_values - 1`` with their order.
+
+    Parameters
+    ----------
+    num_values : int
+        Number of values ``S`` (at least 2).
+    low : int
+        Smallest value.
+    lower, upper : array_like, optional
+        Per-coordinate bounds (inclusive) inside ``[low, low + S - 1]``, broadcastable to the
+        leaf's shape, for sites whose support differs between coordinates (e.g. ``Binomial``
+        with an array ``total_count``). Values outside a coordinate's bounds are never
+        proposed.
+    """
+
+    num_values: int
+    low: int = 0
+    lower: Any = field(default=None, repr=False)
+    upper: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if int(self.num_values) != self.num_values or self.num_values < 2:
+            raise ValueError(
+                f"Ordinal(num_values={self.num_values!r}): num_values must be an integer >= 2."
+            )
+        if int(self.low) != self.low:
+            raise ValueError(f"Ordinal(low={self.low!r}): low must be an integer.")
+
+    @property
+    def high(self) -> int:
+        return self.low + self.num_values - 1
+
+    def candidate_values(self, like: Array) -> Array:
+        """Candidate values ``low .. low + S - 1`` in the float dtype of ``like``, shape (S,)."""
+        xp = array_namespace(like)
+        values = np.arange(self.low, self.low + self.num_values, dtype=np.float64)
+        return xp.asarray(values, dtype=like.dtype)
+
+    def valid_candidates(self, like: Array) -> Array | None:
+        """Which candidates lie inside each coordinate's bounds, or None when all do.
+
+        Returns
+        -------
+        bool array of shape ``bounds_shape + (S,)``, broadcastable against a leaf's
+        candidate table of shape ``leaf_shape + (S,)``.
+        """
+        if self.lower is None and self.upper is None:
+            return None
+        xp = array_namespace(like)
+        values = np.arange(self.low, self.low + self.num_values)
+        lower = np.asarray(self.low if self.lower is None else self.lower)
+        upper = np.asarray(self.high if self.upper is None else self.upper)
+        lower, upper = np.broadcast_arrays(lower, upper)
+        valid = (values >= lower[..., None]) & (values <= upper[..., None])
+        return xp.asarray(valid)
+
+
+@dataclass(frozen=True)
+class Categorical:
+    """Nominal coordinates with ``num_values`` unordered categories (indices 0..K-1).
+
+    The DLP geometry is that of one-hot vectors: any change of category moves a squared
+    distance of 2.
+    """
+
+    num_values: int
+
+    def __post_init__(self) -> None:
+        if int(self.num_values) != self.num_values or self.num_values < 2:
+            raise ValueError(
+                f"Categorical(num_values={self.num_values!r}): num_values must be an "
+                "integer >= 2."
+            )
+
+    @property
+    def low(self) -> int:
+        return 0
+
+    def candidate_values(self, like: Array) -> Array:
+        """Category indices ``0 .. K - 1`` in the float dtype of ``like``, shape (K,)."""
+        xp = array_namespace(like)
+        return xp.asarray(np.arange(self.num_values, dtype=np.float64), dtype=like.dtype)
+
+
+Domain = Binary | Ordinal | Categorical
+
+
+def as_domain(domain: Any, where: str = "domain") -> Domain:
+    """Validate a domain description, naming ``where`` in the error."""
+    if isinstance(domain, (Binary, Ordinal, Categorical)):
+        return domain
+    raise TypeError(
+        f"{where}: expected Binary(), Ordinal(num_values, low=0) or Categorical(num_values), "
+        f"got {domain!r}."
+    )

@@ -1,0 +1,46 @@
+"""Metropolis-Hastings acceptance with non-finite energies treated as rejection."""
+
+from __future__ import annotations
+
+from ._xp import Array, array_namespace
+
+__all__ = ["accept_probability", "metropolis_accept", "mh_log_ratio"]
+
+
+def mh_log_ratio(
+    log_density_x: Array,
+    log_density_y: Array,
+    log_q_forward: Array,
+    log_q_reverse: Array,
+) -> Array:
+    """``log A = f(y) - f(x) + log q(x | y) - log q(y | x)``, or ``-inf`` when unusable.
+
+    A proposal whose log density is not finite (NaN, ``+inf`` or ``-inf``) or whose ratio is
+    NaN (for example a NaN gradient at ``y``) gets ``-inf``: it is rejected and never enters
+    the chain. A current state with ``f(x) = -inf`` and a finite proposal gives ``+inf``, so a
+    chain started outside the support moves in.
+
+    Parameters
+    ----------
+    log_density_x, log_density_y, log_q_forward, log_q_reverse : scalar arrays
+
+    Returns
+    -------
+    scalar array
+    """
+    xp = array_namespace(log_density_y)
+    log_ratio = log_density_y - log_density_x + log_q_reverse - log_q_forward
+    usable = xp.isfinite(log_density_y) & ~xp.isnan(log_ratio)
+    return xp.where(usable, log_ratio, xp.full_like(log_ratio, -xp.inf))
+
+
+def accept_probability(log_ratio: Array) -> Array:
+    """``min(1, exp(log A))``, elementwise; 0 for ``log A = -inf``."""
+    xp = array_namespace(log_ratio)
+    return xp.exp(xp.minimum(log_ratio, xp.zeros_like(log_ratio)))
+
+
+def metropolis_accept(log_ratio: Array, uniform: Array) -> Array:
+    """Accept when ``log u < log A`` for ``u`` uniform in [0, 1); never for ``log A = -inf``."""
+    xp = array_namespace(log_ratio)
+    return (xp.log(uniform) < log_ratio) & (log_ratio > -xp.inf)

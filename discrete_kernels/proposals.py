@@ -1,0 +1,352 @@
+"""Gradient-informed proposals on discrete leaves: the discrete Langevin proposal (DLP) and
+Gibbs-with-gradients (GWG).
+
+Notation (DESIGN.md section 4): the target is ``pi(x) ∝ exp(f(x))``. For every coordinate ``i``
+of a leaf and every candidate value ``v`` of its domain, the *local difference*
+``delta[i, v]`` estimates ``f(x with x_i = v) - f(x)``:
+
+- from the gradient ``g`` of the relaxed ``f`` (ordinal and binary leaves):
+  ``delta[i, v] = g_i * (v - x_i)``;
+- from a *table* ``T[i, v]`` whose differences along ``v`` are what matter: the gradient with
+  respect to the one-hot encoding (categorical leaves, ``T = ∂f/∂onehot``) or the exact values
+  ``T[i, v] = f(x with x_i = v)``; then ``delta[i, v] = T[i, v] - T[i, x_i]``.
+
+A leaf's *local information* is ``g`` (shape ``x.shape``) or ``T`` (shape ``x.shape + (S,)``);
+``is_table`` says which. Everything here acts on one chain: the adapters vectorise over chains.
+Randomness enters as uniforms in [0, 1) drawn by the adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._xp import (
+    Array,
+    array_namespace,
+    gumbel_from_uniform,
+    log_sigmoid,
+    log_softmax,
+    masked_sum,
+)
+from .domains import Binary, Categorical, Domain, Ordinal
+
+__all__ = [
+    "dlp_leaf_log_prob",
+    "dlp_leaf_logits",
+    "dlp_leaf_sample",
+    "dlp_noise_shape",
+    "gwg_log_prob",
+    "gwg_move_logits",
+    "gwg_noise_shape",
+    "gwg_sample",
+    "local_delta",
+    "single_site_substitutions",
+    "squared_distance",
+]
+
+
+def _float(x: Array, like: Array) -> Array:
+    xp = array_namespace(like)
+    return xp.astype(x, like.dtype)
+
+
+def _current_mask(domain: Domain, x: Array, values: Array) -> Array:
+    """Boolean table marking each coordinate's current value, shape x.shape + (S,)."""
+    return values == _float(x, values)[..., None]
+
+
+def local_delta(domain: Domain, x: Array, local: Array, is_table: bool) -> Array:
+    """Estimated change of ``f`` for setting each coordinate to each candidate value.
+
+    Parameters
+    ----------
+    domain : Domain
+    x : array, shape (n...)
+        Current values of the leaf.
+    local : array, shape (n...) or (n..., S)
+        Gradient ``g`` of the relaxed ``f`` (``is_table=False``) or a table ``T``.
+    is_table : bool
+
+    Returns
+    -------
+    array, shape (n..., S)
+        ``delta[..., v]``; zero at the current value.
+    """
+    xp = array_namespace(local)
+    values = domain.candidate_values(local)
+    if is_table or isinstance(domain, Categorical):
+        if not is_table:
+            raise ValueError("Categorical leaves need a table (one-hot gradient or exact).")
+        current = masked_sum(_current_mask(domain, x, values), local)
+        return local - current[..., None]
+    xf = _float(x, local)
+    return local[..., None] * (values - xf[..., None]) + xp.zeros_like(values)
+
+
+def squared_distance(domain: Domain, x: Array, like: Array) -> Array:
+    """Squared distance from each coordinate's value to each candidate, shape (n..., S).
+
+    Ordinal and binary values use ``(v - x_i)^2``; categorical values use the one-hot
+    distance, 2 for any change.
+    """
+    xp = array_namespace(like)
+    values = domain.candidate_values(like)
+    if isinstance(domain, Categorical):
+        changed = ~_current_mask(domain, x, values)
+        return xp.astype(changed, like.dtype) * 2.0
+    diff = values - _float(x, like)[..., None]
+    return diff * diff
+
+
+def _mask_invalid(domain: Domain, logits: Array) -> Array:
+    if isinstance(domain, Ordinal):
+        valid = domain.valid_candidates(logits)
+        if valid is not None:
+            xp = array_namespace(logits)
+            return xp.where(valid, logits, xp.full_like(logits, -xp.inf))
+    return logits
+
+
+# --------------------------------------------------------------------------------------------
+# Discrete Langevin proposal
+
+
+def dlp_leaf_logits(
+    domain: Domain,
+    x: Array,
+    local: Array,
+    is_table: bool,
+    step_size: Array | float,
+    balance: Array | float = 0.5,
+    preconditioner: Array | float = 1.0,
+) -> Array:
+    """Logits of the DLP for one leaf.
+
+    ``logit[i, v] = balance * delta[i, v] - dist2(x_i, v) / (2 * step_size * preconditioner_i)``.
+    For a ``Binary`` leaf the closed form is returned instead: the flip logit of each
+    coordinate, ``balance * delta_flip - 1 / (2 * step_size * preconditioner)``, so that the
+    flip probability is ``sigmoid(logit)``.
+
+    Parameters
+    ----------
+    domain : Domain
+    x : array, shape (n...)
+    local : array, shape (n...) or (n..., S)
+    is_table : bool
+    step_size : float or scalar array
+        ``alpha`` > 0, on the leaf's own value scale.
+    balance : float or scalar array
+        ``beta``; 1/2 gives the locally balanced DLP of DULA/DMALA.
+    preconditioner : float or array broadcastable to (n...)
+        Per-coordinate multiplier of the step size (App. H of the DLP paper).
+
+    Returns
+    -------
+    array, shape (n...) for ``Binary``, (n..., S) otherwise.
+    """
+    xp = array_namespace(local)
+    scale = step_size * preconditioner
+    if isinstance(domain, Binary):
+        xf = _float(x, local)
+        if is_table:
+            values = domain.candidate_values(local)
+            at_current = values == xf[..., None]
+            delta_flip = masked_sum(~at_current, local) - masked_sum(at_current, local)
+        else:
+            delta_flip = local * (1.0 - 2.0 * xf)
+        return balance * delta_flip - 1.0 / (2.0 * scale)
+    delta = local_delta(domain, x, local, is_table)
+    dist2 = squared_distance(domain, x, local)
+    scale = xp.asarray(scale, dtype=local.dtype)
+    logits = balance * delta - dist2 / (2.0 * scale[..., None] if scale.ndim else 2.0 * scale)
+    return _mask_invalid(domain, logits)
+
+
+def dlp_noise_shape(domain: Domain, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Shape of the uniforms :func:`dlp_leaf_sample` needs for a leaf of ``shape``."""
+    if isinstance(domain, Binary):
+        return tuple(shape)
+    return tuple(shape) + (domain.num_values,)
+
+
+def dlp_leaf_sample(domain: Domain, x: Array, logits: Array, uniform: Array) -> Array:
+    """Draw the proposed leaf from its DLP logits.
+
+    Parameters
+    ----------
+    domain : Domain
+    x : array, shape (n...)
+    logits : array, from :func:`dlp_leaf_logits`
+    uniform : array, shape :func:`dlp_noise_shape`
+        Uniforms in [0, 1).
+
+    Returns
+    -------
+    array, shape (n...), dtype of ``x``
+    """
+    xp = array_namespace(logits)
+    if isinstance(domain, Binary):
+        # flip when u < sigmoid(logit), i.e. log u < log_sigmoid(logit)
+        flip = xp.log(uniform) < log_sigmoid(logits)
+        return xp.where(flip, 1 - x, x)
+    index = xp.argmax(logits + gumbel_from_uniform(uniform), axis=-1)
+    return xp.astype(index + domain.low, x.dtype)
+
+
+def dlp_leaf_log_prob(domain: Domain, x: Array, y: Array, logits: Array) -> Array:
+    """``log q(y | x)`` of a DLP for one leaf, summed over its coordinates.
+
+    Parameters
+    ----------
+    domain : Domain
+    x, y : array, shape (n...)
+        Current and proposed values.
+    logits : array
+        :func:`dlp_leaf_logits` evaluated at ``x``.
+
+    Returns
+    -------
+    scalar array
+    """
+    xp = array_namespace(logits)
+    if isinstance(domain, Binary):
+        flipped = y != x
+        return xp.sum(log_sigmoid(xp.where(flipped, logits, -logits)))
+    values = domain.candidate_values(logits)
+    chosen = values == _float(y, logits)[..., None]
+    return xp.sum(masked_sum(chosen, log_softmax(logits)))
+
+
+# --------------------------------------------------------------------------------------------
+# Gibbs with gradients: one coordinate of one leaf changes per step
+
+
+def gwg_move_logits(
+    domain: Domain,
+    x: Array,
+    local: Array,
+    is_table: bool,
+    balance: Array | float = 0.5,
+    step_size: Array | float | None = None,
+) -> Array:
+    """Logits of every single-coordinate move of a leaf, shape (n..., S).
+
+    ``logit[i, v] = balance * delta[i, v] - dist2 / (2 * step_size)`` for ``v != x_i``;
+    ``-inf`` at the current value and outside the coordinate's bounds. With
+    ``step_size=None`` there is no distance penalty (Grathwohl et al.'s GWG); for binary
+    leaves the penalty is the same for every move and cancels.
+    """
+    xp = array_namespace(local)
+    values = domain.candidate_values(local)
+    delta = local_delta(
+        Ordinal(2) if isinstance(domain, Binary) else domain, x, local, is_table
+    )
+    logits = balance * delta
+    if step_size is not None:
+        logits = logits - squared_distance(domain, x, local) / (2.0 * step_size)
+    logits = xp.where(
+        _current_mask(domain, x, values), xp.full_like(logits, -xp.inf), logits
+    )
+    return _mask_invalid(domain, logits)
+
+
+def gwg_noise_shape(domain: Domain, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Shape of the uniforms :func:`gwg_sample` needs for a leaf of ``shape``."""
+    return tuple(shape) + (domain.num_values,)
+
+
+def _flat_log_softmax(logits: Sequence[Array]) -> Array:
+    xp = array_namespace(logits[0])
+    flat = xp.concat([xp.reshape(table, (-1,)) for table in logits])
+    return log_softmax(flat)
+
+
+def gwg_sample(
+    domains: Sequence[Domain],
+    xs: Sequence[Array],
+    logits: Sequence[Array],
+    uniforms: Sequence[Array],
+) -> tuple[tuple[Array, ...], Array]:
+    """Pick one move among all leaves and apply it.
+
+    Parameters
+    ----------
+    domains, xs : per leaf
+    logits : per leaf, shape (n_j..., S_j), from :func:`gwg_move_logits`
+    uniforms : per leaf, shape (n_j..., S_j)
+
+    Returns
+    -------
+    ys : tuple of arrays, the proposed leaves
+    log_prob : scalar array, ``log q(y | x)``
+    """
+    xp = array_namespace(logits[0])
+    flat_logits = xp.concat([xp.reshape(t, (-1,)) for t in logits])
+    flat_noise = xp.concat([xp.reshape(u, (-1,)) for u in uniforms])
+    move = xp.argmax(flat_logits + gumbel_from_uniform(flat_noise))
+    log_prob = masked_sum(
+        xp.arange(flat_logits.shape[0]) == move, log_softmax(flat_logits), axis=0
+    )
+    ys = []
+    offset = 0
+    for domain, x, table in zip(domains, xs, logits):
+        size = 1
+        for dim in table.shape:
+            size *= dim
+        chosen = xp.reshape(xp.arange(size) + offset == move, table.shape)
+        changed = xp.any(chosen, axis=-1)
+        value = xp.astype(xp.argmax(xp.astype(chosen, xp.int32), axis=-1) + domain.low, x.dtype)
+        ys.append(xp.where(changed, value, x))
+        offset += size
+    return tuple(ys), log_prob
+
+
+def gwg_log_prob(
+    domains: Sequence[Domain],
+    xs: Sequence[Array],
+    ys: Sequence[Array],
+    logits: Sequence[Array],
+) -> Array:
+    """``log q(y | x)`` of the single-coordinate move from ``x`` to ``y`` (exactly one change).
+
+    Parameters
+    ----------
+    domains, xs, ys : per leaf
+    logits : per leaf, :func:`gwg_move_logits` evaluated at ``x``
+
+    Returns
+    -------
+    scalar array
+    """
+    xp = array_namespace(logits[0])
+    masks = []
+    for domain, x, y, table in zip(domains, xs, ys, logits):
+        values = domain.candidate_values(table)
+        masks.append(xp.reshape((y != x)[..., None] & (values == _float(y, table)[..., None]), (-1,)))
+    return masked_sum(xp.concat(masks), _flat_log_softmax(logits), axis=0)
+
+
+def single_site_substitutions(domain: Domain, x: Array) -> Array:
+    """Every state that differs from ``x`` in at most one coordinate, for exact tables.
+
+    Entry ``[k * S + v]`` is ``x`` with flat coordinate ``k`` set to candidate ``v`` (the
+    current value included), so evaluating ``f`` on the batch and reshaping to
+    ``x.shape + (S,)`` gives the exact table ``T[k, v] = f(x with x_k = v)``.
+
+    Parameters
+    ----------
+    domain : Domain
+    x : array, shape (n...)
+
+    Returns
+    -------
+    array, shape (N * S, n...) with ``N = prod(n...)``, dtype of ``x``
+    """
+    xp = array_namespace(x)
+    flat = xp.reshape(x, (-1,))
+    size = flat.shape[0]
+    num_values = domain.num_values
+    values = xp.astype(xp.arange(num_values) + domain.low, x.dtype)
+    at_site = xp.eye(size, dtype=xp.bool)[:, None, :]  # (N, 1, N)
+    batch = xp.where(at_site, values[None, :, None], flat[None, None, :])  # (N, S, N)
+    return xp.reshape(batch, (size * num_values,) + tuple(x.shape))

@@ -1,0 +1,208 @@
+"""From a NumPyro model (or a potential) to the core's view: leaves, domains, ``local_fn``.
+
+Nothing here is mathematics: it finds the discrete sites, maps their distributions to
+domains, and evaluates the log density with ``jax.value_and_grad`` or, for tables, with
+``jax.vmap`` over the single-site substitutions the core builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+from numpyro.distributions import constraints
+
+from discrete_kernels import Binary, Categorical, Domain, Ordinal, as_domain
+from discrete_kernels.proposals import single_site_substitutions
+
+# How a leaf's local information is computed:
+GRADIENT = "gradient"  # d f / d value of the relaxed f; local has the leaf's shape
+ONE_HOT_GRADIENT = "one_hot_gradient"  # d f / d one-hot (potential mode); a table
+EXACT = "exact"  # f at every single-site change, batched; a table
+
+SUPPORTED = (
+    "Bernoulli, Binomial, BetaBinomial, Categorical, DiscreteUniform and other "
+    "distributions with a finite integer support"
+)
+
+
+@dataclass(frozen=True, eq=False)
+class LeafSpec:
+    """Static description of one leaf: its name, domain and how its locals are evaluated."""
+
+    name: Any
+    domain: Domain
+    mode: str
+
+    @property
+    def is_table(self) -> bool:
+        return self.mode != GRADIENT
+
+
+def _unwrap_distribution(fn: Any) -> Any:
+    while hasattr(fn, "base_dist"):
+        fn = fn.base_dist
+    return fn
+
+
+def _unwrap_support(support: Any) -> Any:
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return support
+
+
+def _static(value: Any, site: str, what: str) -> np.ndarray:
+    try:
+        return np.asarray(value)
+    except Exception as error:  # a tracer: the bound depends on traced values
+        raise ValueError(
+            f"Site '{site}': its {what} must be known when the kernel is built (it depends "
+            "on traced values)."
+        ) from error
+
+
+def domain_of_site(name: str, site: dict) -> Domain:
+    """The domain of a discrete latent sample site, or a clear error."""
+    fn = site["fn"]
+    support = _unwrap_support(fn.support)
+    if isinstance(_unwrap_distribution(fn), (dist.CategoricalProbs, dist.CategoricalLogits)):
+        num_values = int(_static(support.upper_bound, name, "number of categories").max()) + 1
+        return Categorical(num_values)
+    if support is constraints.boolean or isinstance(support, type(constraints.boolean)):
+        return Binary()
+    if isinstance(support, type(constraints.integer_interval(0, 1))):
+        lower = _static(support.lower_bound, name, "lower bound")
+        upper = _static(support.upper_bound, name, "upper bound")
+        low, high = int(lower.min()), int(upper.max())
+        if high <= low:
+            raise ValueError(f"Site '{name}' has a single value; nothing to sample.")
+        uniform_bounds = lower.min() == lower.max() and upper.min() == upper.max()
+        return Ordinal(
+            high - low + 1,
+            low,
+            lower=None if uniform_bounds else lower,
+            upper=None if uniform_bounds else upper,
+        )
+    raise ValueError(
+        f"Site '{name}' has distribution {type(fn).__name__} with support {fn.support}, "
+        f"which these kernels cannot sample; supported: {SUPPORTED}."
+    )
+
+
+def continuous_sites_error(kernel_name: str, names: Sequence[str]) -> ValueError:
+    return ValueError(
+        f"{kernel_name} samples discrete sites only, but the model has continuous latent "
+        f"sites {list(names)}. Use it as a block of numpyro.infer.Gibbs, e.g. "
+        f"Gibbs([({kernel_name}(model), discrete_latent_sites), (NUTS(model), None)]), "
+        "or condition on those sites."
+    )
+
+
+def leaf_specs_for_model(
+    kernel_name: str, model_trace: dict, exact_sites: Sequence[str]
+) -> tuple[LeafSpec, ...]:
+    """Leaf specs of every discrete latent site of a traced model, with input checks."""
+    latent = [
+        name
+        for name, site in model_trace.items()
+        if site["type"] == "sample"
+        and not site["is_observed"]
+        and site["infer"].get("enumerate", "") != "parallel"
+    ]
+    discrete = [n for n in latent if model_trace[n]["fn"].support.is_discrete]
+    continuous = [n for n in latent if n not in discrete]
+    if continuous:
+        raise continuous_sites_error(kernel_name, continuous)
+    if not discrete:
+        raise ValueError(
+            f"{kernel_name} found no discrete latent site in the model (observed sites and "
+            "sites marked infer={'enumerate': 'parallel'} do not count); supported: "
+            f"{SUPPORTED}."
+        )
+    unknown = sorted(set(exact_sites) - set(discrete))
+    if unknown:
+        raise ValueError(
+            f"exact_sites: {unknown} are not discrete latent sites of the model; "
+            f"the discrete latent sites are {discrete}."
+        )
+    specs = []
+    for name in discrete:
+        domain = domain_of_site(name, model_trace[name])
+        exact = isinstance(domain, Categorical) or name in exact_sites
+        specs.append(LeafSpec(name, domain, EXACT if exact else GRADIENT))
+    return tuple(specs)
+
+
+def leaf_specs_for_potential(domain: Any, treedef: Any, num_leaves: int) -> tuple:
+    """Leaf specs in potential mode from one domain for all leaves or a matching pytree."""
+    if isinstance(domain, (Binary, Ordinal, Categorical)):
+        domains = [domain] * num_leaves
+    else:
+        try:
+            domains = treedef.flatten_up_to(domain)
+        except Exception as error:
+            raise ValueError(
+                "domain: give one domain (Binary(), Ordinal(S), Categorical(K)) for every "
+                "leaf, or a pytree of domains with the structure of init_params."
+            ) from error
+    specs = []
+    for index, d in enumerate(domains):
+        d = as_domain(d, f"domain of leaf {index}")
+        mode = ONE_HOT_GRADIENT if isinstance(d, Categorical) else GRADIENT
+        specs.append(LeafSpec(index, d, mode))
+    return tuple(specs)
+
+
+def make_local_fn(
+    log_density: Callable[[tuple], jax.Array], specs: Sequence[LeafSpec]
+) -> Callable[[tuple], tuple[jax.Array, tuple]]:
+    """``leaves -> (f, locals)`` for the core, from ``log_density(leaves) -> f``.
+
+    Gradient leaves are differentiated as floats; one-hot leaves (potential mode) are passed
+    to ``log_density`` as one-hot floats and differentiated there; exact leaves are
+    evaluated at every single-site substitution with ``vmap``.
+    """
+    differentiable = [j for j, s in enumerate(specs) if s.mode != EXACT]
+
+    def to_inputs(leaves: tuple, replaced: dict) -> tuple:
+        out = list(leaves)
+        for j, value in replaced.items():
+            out[j] = value
+        for j, spec in enumerate(specs):
+            if spec.mode == ONE_HOT_GRADIENT and j not in replaced:
+                out[j] = jax.nn.one_hot(out[j], spec.domain.num_values)
+        return tuple(out)
+
+    def local_fn(leaves: tuple) -> tuple[jax.Array, tuple]:
+        def f_of(diff_values: tuple) -> jax.Array:
+            return log_density(to_inputs(leaves, dict(zip(differentiable, diff_values))))
+
+        diff_inputs = []
+        for j in differentiable:
+            spec, x = specs[j], leaves[j]
+            if spec.mode == ONE_HOT_GRADIENT:
+                diff_inputs.append(jax.nn.one_hot(x, spec.domain.num_values))
+            else:
+                diff_inputs.append(jnp.asarray(x, dtype=jnp.result_type(float)))
+        if differentiable:
+            f, grads = jax.value_and_grad(f_of)(tuple(diff_inputs))
+        else:
+            f, grads = f_of(()), ()
+        locals_ = [None] * len(specs)
+        for j, g in zip(differentiable, grads):
+            locals_[j] = g
+        for j, spec in enumerate(specs):
+            if spec.mode != EXACT:
+                continue
+            x = leaves[j]
+            batch = single_site_substitutions(spec.domain, x)
+            values = jax.vmap(lambda v, j=j: log_density(to_inputs(leaves, {j: v})))(batch)
+            locals_[j] = jnp.reshape(values, tuple(x.shape) + (spec.domain.num_values,))
+        return f, tuple(locals_)
+
+    return local_fn

@@ -1,0 +1,576 @@
+"""NumPyro kernels DULA, DMALA and GWG: thin wrappers around :mod:`discrete_kernels`."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import random
+from numpyro.handlers import seed, substitute, trace
+from numpyro.infer.gibbs import conditioned, prototype_trace, with_conditioning
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.infer.util import _prepare_model_for_potential, potential_energy
+from numpyro.util import identity, is_prng_key
+
+import discrete_kernels as dk
+
+from ._target import (
+    ONE_HOT_GRADIENT,
+    LeafSpec,
+    leaf_specs_for_model,
+    leaf_specs_for_potential,
+    make_local_fn,
+)
+
+__all__ = ["DLPState", "DMALA", "DULA", "GWG"]
+
+
+class AdaptState(NamedTuple):
+    """Warmup adaptation: dual-averaging state and the step size of the next draw."""
+
+    dual_averaging: dk.DualAveragingState
+    next_step_size: jax.Array
+
+
+class DLPState(NamedTuple):
+    """State of DULA, DMALA and GWG; every field but ``z`` and ``local`` is a statistic.
+
+    - **i** - index of the draw (0 for the initial state).
+    - **z** - current values: a dict of site values (model mode) or the pytree given as
+      ``init_params`` (potential mode).
+    - **potential_energy** - ``-log density`` at ``z`` (ArviZ shows its negative as ``lp``).
+    - **accept_prob** - MH acceptance probability of this draw's proposal (DULA: the
+      probability an MH step would have had; DULA moves regardless).
+    - **accepted** - whether the chain moved to the proposal.
+    - **step_size** - the step size ``alpha`` that produced this draw.
+    - **hamming_distance** - number of coordinates the proposal changed.
+    - **local** - cached gradient or table of each leaf at ``z``.
+    - **adapt_state** - :class:`AdaptState`.
+    - **rng_key** - key for the next draw.
+    """
+
+    i: jax.Array
+    z: Any
+    potential_energy: jax.Array
+    accept_prob: jax.Array
+    accepted: jax.Array
+    step_size: jax.Array
+    hamming_distance: jax.Array
+    local: tuple
+    adapt_state: AdaptState
+    rng_key: jax.Array
+
+
+class _DiscreteKernel(MCMCKernel):
+    """Shared machinery: model/potential setup, chain methods, Gibbs-block protocol."""
+
+    sample_field = "z"
+    _name = "DiscreteKernel"
+    _adapt_default = True
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        *,
+        potential_fn: Callable | None = None,
+        domain: Any = None,
+        step_size: float | None = 0.5,
+        adapt_step_size: bool | None = None,
+        target_accept_prob: float = 0.574,
+        exact_sites: Sequence[str] = (),
+    ) -> None:
+        if (model is None) == (potential_fn is None):
+            raise ValueError(f"{self._name}: give exactly one of `model` or `potential_fn`.")
+        if potential_fn is not None and domain is None:
+            raise ValueError(
+                f"{self._name}: `potential_fn` needs `domain=` (Binary(), Ordinal(S), "
+                "Categorical(K), or a pytree of them matching init_params)."
+            )
+        if model is not None and domain is not None:
+            raise ValueError(
+                f"{self._name}: `domain` is for potential mode; a model's site domains "
+                "come from its distributions."
+            )
+        if step_size is not None and not (
+            isinstance(step_size, (int, float)) and 0 < step_size < float("inf")
+        ):
+            raise ValueError(
+                f"{self._name}: step_size must be a positive finite number, got {step_size!r}."
+            )
+        if not 0.0 < target_accept_prob < 1.0:
+            raise ValueError(
+                f"{self._name}: target_accept_prob must lie in (0, 1), got "
+                f"{target_accept_prob!r}."
+            )
+        self._model = model
+        self._potential_fn = potential_fn
+        self._domain = domain
+        self._step_size = step_size
+        self._adapt = self._adapt_default if adapt_step_size is None else adapt_step_size
+        self._rule = dk.StepSizeAdaptation(target_accept_prob=target_accept_prob)
+        self._exact_sites = tuple(exact_sites)
+        # static metadata resolved at `init`
+        self._specs: tuple[LeafSpec, ...] | None = None
+        self._treedef = None
+        self._enum = False
+        self._prepared_model = None
+        self._has_deterministic = False
+        self._num_warmup = 0
+        self._sample_fn = None
+
+    # ---------------------------------------------------------------- PPL protocol
+
+    @property
+    def model(self) -> Callable | None:
+        return self._model
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return (
+            "z",
+            "potential_energy",
+            "accept_prob",
+            "accepted",
+            "step_size",
+            "hamming_distance",
+        )
+
+    def get_diagnostics_str(self, state: DLPState) -> str:
+        return f"acc. prob {float(state.accept_prob):.2f}, step {float(state.step_size):.3g}"
+
+    def wrap_model(self, wrapper: Callable) -> _DiscreteKernel:
+        if self._model is None:
+            raise ValueError(f"{self._name} built from a potential_fn has no model to wrap.")
+        kernel = copy.copy(self)
+        kernel._model = wrapper(self._model)
+        kernel._specs = None
+        kernel._prepared_model = None
+        kernel._sample_fn = None
+        return kernel
+
+    def get_constrain_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
+        """Identity: discrete values are already constrained."""
+        return identity
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
+        """Identity, or a replay of the model adding its ``deterministic`` sites."""
+        if self._model is None or not self._has_deterministic:
+            return identity
+        model_kwargs = {} if model_kwargs is None else model_kwargs
+        model = conditioned(self._model)
+
+        def fn(z: dict) -> dict:
+            replay = substitute(seed(model, random.key(0)), data=z)
+            model_trace = trace(replay).get_trace(*model_args, **with_conditioning(model_kwargs, z))
+            deterministic = {
+                name: site["value"]
+                for name, site in model_trace.items()
+                if site["type"] == "deterministic"
+            }
+            return {**z, **deterministic}
+
+        return fn
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_prepared_model"] = None
+        state["_sample_fn"] = None
+        return state
+
+    # ---------------------------------------------------------------- target
+
+    def _log_density_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
+        """``leaves -> f`` for the current arguments and conditioning."""
+        specs = self._specs
+        if self._model is None:
+            treedef, potential_fn = self._treedef, self._potential_fn
+
+            def log_density(leaves: tuple) -> jax.Array:
+                return -potential_fn(jax.tree.unflatten(treedef, list(leaves)))
+
+            return log_density
+        prepared, enum = self._prepared_model, self._enum
+        names = [s.name for s in specs]
+
+        def log_density(leaves: tuple) -> jax.Array:
+            z = dict(zip(names, leaves))
+            return -potential_energy(
+                prepared, model_args, with_conditioning(model_kwargs, z), {}, enum=enum
+            )
+
+        return log_density
+
+    def _local_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
+        return make_local_fn(self._log_density_fn(model_args, model_kwargs), self._specs)
+
+    def _leaves(self, z: Any) -> tuple:
+        """Internal leaves (categorical as indices) from user-facing values."""
+        if self._model is not None:
+            return tuple(jnp.asarray(z[s.name]) for s in self._specs)
+        leaves = jax.tree.leaves(z)
+        return tuple(
+            jnp.argmax(x, axis=-1) if s.mode == ONE_HOT_GRADIENT else jnp.asarray(x)
+            for s, x in zip(self._specs, leaves)
+        )
+
+    def _user_values(self, leaves: tuple, like: Any) -> Any:
+        if self._model is not None:
+            return {s.name: x for s, x in zip(self._specs, leaves)}
+        out = [
+            jax.nn.one_hot(x, s.domain.num_values, dtype=jnp.asarray(ref).dtype)
+            if s.mode == ONE_HOT_GRADIENT
+            else x
+            for s, x, ref in zip(self._specs, leaves, jax.tree.leaves(like))
+        ]
+        return jax.tree.unflatten(self._treedef, out)
+
+    def _setup(self, rng_key: jax.Array, init_params: Any, model_args, model_kwargs) -> None:
+        if self._model is None:
+            if init_params is None:
+                raise ValueError(
+                    f"{self._name}: with `potential_fn`, pass `init_params` to MCMC.run "
+                    "(they fix the shape of every leaf)."
+                )
+            leaves, self._treedef = jax.tree.flatten(init_params)
+            self._specs = leaf_specs_for_potential(self._domain, self._treedef, len(leaves))
+            return
+        model_trace = prototype_trace(
+            conditioned(self._model), rng_key, model_args, model_kwargs
+        )
+        self._specs = leaf_specs_for_model(self._name, model_trace, self._exact_sites)
+        self._enum = any(
+            site["type"] == "sample"
+            and not site["is_observed"]
+            and site["infer"].get("enumerate", "") == "parallel"
+            for site in model_trace.values()
+        )
+        self._has_deterministic = any(
+            site["type"] == "deterministic" for site in model_trace.values()
+        )
+        self._prepared_model = _prepare_model_for_potential(
+            conditioned(self._model), model_trace, enum=self._enum
+        )
+
+    def _initial_values(self, rng_key: jax.Array, init_params: Any, model_args, model_kwargs):
+        if self._model is None:
+            return init_params
+        model_trace = prototype_trace(
+            conditioned(self._model), rng_key, model_args, model_kwargs
+        )
+        init_params = {} if init_params is None else init_params
+        unknown = sorted(set(init_params) - {s.name for s in self._specs})
+        if unknown:
+            raise ValueError(
+                f"init_params: {unknown} are not discrete latent sites of the model."
+            )
+        return {
+            s.name: jnp.asarray(init_params.get(s.name, model_trace[s.name]["value"]))
+            for s in self._specs
+        }
+
+    # ---------------------------------------------------------------- MCMC protocol
+
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        model_kwargs = {} if model_kwargs is None else dict(model_kwargs)
+        vectorized = not is_prng_key(rng_key)
+        setup_key = rng_key[0] if vectorized else rng_key
+        setup_params = (
+            jax.tree.map(lambda x: x[0], init_params)
+            if vectorized and init_params is not None
+            else init_params
+        )
+        self._setup(random.fold_in(setup_key, 1), setup_params, model_args, model_kwargs)
+        self._num_warmup = int(num_warmup)
+
+        def init_one(key, params):
+            key, key_values = random.split(key)
+            z = self._initial_values(key_values, params, model_args, model_kwargs)
+            return self._initial_state(key, z, model_args, model_kwargs)
+
+        sample_one = self._sample_one
+        if vectorized:
+            if init_params is None:
+                state = jax.vmap(lambda k: init_one(k, None))(rng_key)
+            else:
+                state = jax.vmap(init_one)(rng_key, init_params)
+            self._sample_fn = jax.vmap(sample_one, in_axes=(0, None, None))
+        else:
+            state = init_one(rng_key, init_params)
+            self._sample_fn = sample_one
+        return state
+
+    def _initial_state(self, rng_key, z, model_args, model_kwargs) -> DLPState:
+        leaves = self._leaves(z)
+        f, local = self._local_fn(model_args, model_kwargs)(leaves)
+        step = jnp.asarray(self._initial_step_size(), dtype=jnp.result_type(float))
+        zero = jnp.zeros((), dtype=step.dtype)
+        return DLPState(
+            i=jnp.zeros((), dtype=jnp.int32),
+            z=z,
+            potential_energy=-f,
+            accept_prob=zero,
+            accepted=jnp.zeros((), dtype=bool),
+            step_size=step,
+            hamming_distance=zero,
+            local=local,
+            adapt_state=AdaptState(dk.dual_averaging_init(step), step),
+            rng_key=rng_key,
+        )
+
+    def _initial_step_size(self) -> float:
+        return self._step_size
+
+    def sample(self, state: DLPState, model_args, model_kwargs) -> DLPState:
+        if self._sample_fn is None:
+            raise RuntimeError(f"{self._name}: call `init` before `sample`.")
+        return self._sample_fn(state, model_args, model_kwargs)
+
+    def refresh(self, state: DLPState, model_args, model_kwargs) -> DLPState:
+        """Recompute the cached log density and locals for new conditioning values."""
+        if self._sample_fn is not None and state.i.ndim:
+            return jax.vmap(self._refresh_one, in_axes=(0, None, None))(
+                state, model_args, model_kwargs
+            )
+        return self._refresh_one(state, model_args, model_kwargs)
+
+    def _refresh_one(self, state: DLPState, model_args, model_kwargs) -> DLPState:
+        f, local = self._local_fn(model_args, model_kwargs)(self._leaves(state.z))
+        return state._replace(potential_energy=-f, local=local)
+
+    def _core_step(self, chain, uniforms, accept_uniform, local_fn, step_size):
+        raise NotImplementedError
+
+    def _noise_shapes(self, leaves: tuple) -> tuple:
+        raise NotImplementedError
+
+    def _sample_one(self, state: DLPState, model_args, model_kwargs) -> DLPState:
+        model_kwargs = {} if model_kwargs is None else model_kwargs
+        leaves = self._leaves(state.z)
+        rng_key, key_proposal, key_accept = random.split(state.rng_key, 3)
+        shapes = self._noise_shapes(leaves)
+        keys = random.split(key_proposal, len(shapes))
+        uniforms = tuple(random.uniform(k, s) for k, s in zip(keys, shapes))
+        step_size = state.adapt_state.next_step_size
+        chain = dk.ChainState(leaves, -state.potential_energy, state.local)
+        chain, info = self._core_step(
+            chain,
+            uniforms,
+            random.uniform(key_accept),
+            self._local_fn(model_args, model_kwargs),
+            step_size,
+        )
+        adapt_state = state.adapt_state
+        if self._adapt and self._num_warmup > 0:
+            dual, next_step = dk.step_size_adaptation_update(
+                adapt_state.dual_averaging,
+                step_size,
+                info.accept_prob,
+                state.i,
+                self._num_warmup,
+                self._rule,
+            )
+            adapt_state = AdaptState(dual, next_step)
+        return DLPState(
+            i=state.i + 1,
+            z=self._user_values(chain.x, state.z),
+            potential_energy=-chain.log_density,
+            accept_prob=info.accept_prob,
+            accepted=info.accepted,
+            step_size=step_size,
+            hamming_distance=info.hamming_distance,
+            local=chain.local,
+            adapt_state=adapt_state,
+            rng_key=rng_key,
+        )
+
+
+class _DLPKernel(_DiscreteKernel):
+    _metropolis = True
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        *,
+        potential_fn: Callable | None = None,
+        domain: Any = None,
+        step_size: float = 0.5,
+        adapt_step_size: bool | None = None,
+        target_accept_prob: float = 0.574,
+        preconditioner: dict | Sequence | None = None,
+        exact_sites: Sequence[str] = (),
+    ) -> None:
+        if step_size is None:
+            raise ValueError(f"{self._name}: step_size must be a positive finite number.")
+        super().__init__(
+            model,
+            potential_fn=potential_fn,
+            domain=domain,
+            step_size=step_size,
+            adapt_step_size=adapt_step_size,
+            target_accept_prob=target_accept_prob,
+            exact_sites=exact_sites,
+        )
+        self._preconditioner = preconditioner
+
+    def _preconditioners(self) -> tuple | None:
+        if self._preconditioner is None:
+            return None
+        if self._model is not None:
+            if not isinstance(self._preconditioner, dict):
+                raise ValueError(
+                    f"{self._name}: preconditioner must be a dict {{site name: array}} in "
+                    "model mode."
+                )
+            names = {s.name for s in self._specs}
+            unknown = sorted(set(self._preconditioner) - names)
+            if unknown:
+                raise ValueError(
+                    f"{self._name}: preconditioner names unknown sites {unknown}; the "
+                    f"discrete sites are {sorted(names)}."
+                )
+            values = [self._preconditioner.get(s.name) for s in self._specs]
+        else:
+            values = self._treedef.flatten_up_to(self._preconditioner)
+        out = []
+        for spec, value in zip(self._specs, values):
+            if value is None:
+                out.append(None)
+                continue
+            value = jnp.asarray(value, dtype=jnp.result_type(float))
+            if not bool(jnp.all(value > 0)):
+                raise ValueError(
+                    f"{self._name}: preconditioner of {spec.name!r} must be positive."
+                )
+            out.append(value)
+        return tuple(out)
+
+    def _noise_shapes(self, leaves: tuple) -> tuple:
+        return dk.dlp_noise_shapes([s.domain for s in self._specs], [x.shape for x in leaves])
+
+    def _core_step(self, chain, uniforms, accept_uniform, local_fn, step_size):
+        return dk.dlp_step(
+            chain,
+            uniforms,
+            accept_uniform,
+            local_fn=local_fn,
+            domains=[s.domain for s in self._specs],
+            is_table=[s.is_table for s in self._specs],
+            step_size=step_size,
+            balance=0.5,
+            preconditioner=self._preconditioners(),
+            metropolis=self._metropolis,
+        )
+
+
+class DMALA(_DLPKernel):
+    """Discrete Metropolis-adjusted Langevin algorithm (Zhang et al., 2022).
+
+    Every coordinate is proposed in parallel from the discrete Langevin proposal
+    ``q_i(v) ∝ exp(g_i (v - x_i) / 2 - (v - x_i)^2 / (2 alpha))`` and the move is MH
+    corrected, so the chain targets the model's posterior exactly. One ``value_and_grad`` per
+    step (the current one is cached).
+
+    Parameters
+    ----------
+    model : callable, optional
+        NumPyro model whose latent sites are all discrete (Bernoulli, Binomial, Categorical,
+        DiscreteUniform, ...). Mixed models: use as a block of ``numpyro.infer.Gibbs``.
+    potential_fn : callable, optional
+        Instead of a model: ``potential_fn(z) = -log density`` of a pytree of discrete arrays;
+        then ``domain`` and ``init_params`` (in ``MCMC.run``) are required. Categorical
+        leaves are passed to it as one-hot floats (shape ``(..., K)``) and kept one-hot.
+    domain : Binary, Ordinal, Categorical or a pytree of them
+        Potential mode only.
+    step_size : float
+        ``alpha`` > 0, measured on the values' own scale (one Bernoulli flip has squared
+        distance 1). Default 0.5.
+    adapt_step_size : bool
+        Dual averaging of ``alpha`` during warmup (default True).
+    target_accept_prob : float
+        Target of the adaptation (default 0.574).
+    preconditioner : dict or pytree, optional
+        Per-coordinate multipliers of ``alpha`` (App. H of the paper): a dict of site name to
+        array (model mode) or a pytree like ``init_params`` (potential mode).
+    exact_sites : sequence of str
+        Sites whose local differences are evaluated exactly (``N * S`` log-density evaluations
+        batched with ``vmap``) instead of from the gradient, for sites used as indices.
+        Categorical sites are always exact.
+    """
+
+    _name = "DMALA"
+
+
+class DULA(_DLPKernel):
+    """Discrete unadjusted Langevin algorithm: the DMALA proposal without the MH step.
+
+    Biased for any fixed step size (the bias vanishes as the step size shrinks); moves to a
+    proposal with a non-finite log density or gradient are still refused. ``accept_prob``
+    reports the MH acceptance the move would have had, a free diagnostic of the bias.
+    Step-size adaptation is off by default; when switched on it targets that diagnostic.
+    Parameters as :class:`DMALA`.
+    """
+
+    _name = "DULA"
+    _metropolis = False
+    _adapt_default = False
+
+
+class GWG(_DiscreteKernel):
+    """Gibbs with gradients (Grathwohl et al., 2021): one coordinate per step.
+
+    The coordinate and its new value are drawn from ``softmax(delta / 2)`` over all
+    single-coordinate moves, with ``delta`` the gradient estimate of the change in log density,
+    then MH corrected. The baseline the DLP papers compare to.
+
+    Parameters
+    ----------
+    model, potential_fn, domain, exact_sites
+        As in :class:`DMALA`.
+    step_size : float, optional
+        Optional distance penalty ``dist^2 / (2 alpha)`` on ordinal jumps (no effect on binary
+        sites). None (default) is Grathwohl et al.'s GWG; ``step_size`` then reports ``inf``.
+    """
+
+    _name = "GWG"
+    _adapt_default = False
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        *,
+        potential_fn: Callable | None = None,
+        domain: Any = None,
+        step_size: float | None = None,
+        exact_sites: Sequence[str] = (),
+    ) -> None:
+        super().__init__(
+            model,
+            potential_fn=potential_fn,
+            domain=domain,
+            step_size=step_size,
+            adapt_step_size=False,
+            exact_sites=exact_sites,
+        )
+
+    def _initial_step_size(self) -> float:
+        return float("inf") if self._step_size is None else self._step_size
+
+    def _noise_shapes(self, leaves: tuple) -> tuple:
+        return dk.gwg_noise_shapes([s.domain for s in self._specs], [x.shape for x in leaves])
+
+    def _core_step(self, chain, uniforms, accept_uniform, local_fn, step_size):
+        return dk.gwg_step(
+            chain,
+            uniforms,
+            accept_uniform,
+            local_fn=local_fn,
+            domains=[s.domain for s in self._specs],
+            is_table=[s.is_table for s in self._specs],
+            balance=0.5,
+            step_size=None if self._step_size is None else step_size,
+        )
+
+

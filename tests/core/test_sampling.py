@@ -1,0 +1,120 @@
+"""The samplers draw from the distributions whose log-probabilities the MH ratio uses."""
+
+import numpy as np
+import pytest
+
+import discrete_kernels as dk
+
+from .targets import ALL_TARGETS
+
+TARGETS = [make() for make in ALL_TARGETS]
+IDS = [t.name for t in TARGETS]
+NUM_DRAWS = 20000
+
+
+def _frequency_check(counts: dict, probs: dict, num_draws: int) -> None:
+    """Every outcome's frequency within 5 binomial standard errors of its probability."""
+    for key, p in probs.items():
+        freq = counts.get(key, 0) / num_draws
+        se = np.sqrt(max(p * (1 - p), 1e-12) / num_draws)
+        assert abs(freq - p) < 5 * se + 1e-9, (key, freq, p)
+    assert set(counts) <= {k for k, p in probs.items() if p > 0}
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=IDS)
+def test_dlp_sampler_matches_its_log_prob(target):
+    rng = np.random.default_rng(0)
+    x = target.states()[len(target.states()) // 3]
+    _, local = target.local_fn(x)
+    counts: dict = {}
+    ys_per_leaf = []
+    for d, xl, loc, t in zip(target.domains, x, local, target.is_table):
+        logits = dk.dlp_leaf_logits(d, xl, loc, t, 0.8)
+        shape = dk.dlp_noise_shapes([d], [xl.shape])[0]
+        u = rng.uniform(size=(NUM_DRAWS,) + shape)
+        ys_per_leaf.append(dk.dlp_leaf_sample(d, xl, logits, u))
+    for draw in range(NUM_DRAWS):
+        key = tuple(tuple(ys[draw].tolist()) for ys in ys_per_leaf)
+        counts[key] = counts.get(key, 0) + 1
+    probs = {}
+    for y in target.states():
+        log_q = sum(
+            float(dk.dlp_leaf_log_prob(d, xl, yl, dk.dlp_leaf_logits(d, xl, loc, t, 0.8)))
+            for d, xl, yl, loc, t in zip(target.domains, x, y, local, target.is_table)
+        )
+        probs[tuple(tuple(yl.tolist()) for yl in y)] = np.exp(log_q)
+    _frequency_check(counts, probs, NUM_DRAWS)
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=IDS)
+def test_gwg_sampler_matches_its_log_prob(target):
+    rng = np.random.default_rng(1)
+    x = target.states()[len(target.states()) // 2]
+    _, local = target.local_fn(x)
+    logits = [
+        dk.gwg_move_logits(d, xl, loc, t)
+        for d, xl, loc, t in zip(target.domains, x, local, target.is_table)
+    ]
+    shapes = dk.gwg_noise_shapes(target.domains, [xl.shape for xl in x])
+    counts: dict = {}
+    num_draws = 5000
+    for _ in range(num_draws):
+        u = [rng.uniform(size=s) for s in shapes]
+        ys, log_q = dk.gwg_sample(target.domains, x, logits, u)
+        assert np.isclose(float(log_q), float(dk.gwg_log_prob(target.domains, x, ys, logits)))
+        key = tuple(tuple(yl.tolist()) for yl in ys)
+        counts[key] = counts.get(key, 0) + 1
+    probs = {}
+    for y in target.states():
+        if sum(int(np.sum(a != b)) for a, b in zip(x, y)) != 1:
+            continue
+        probs[tuple(tuple(yl.tolist()) for yl in y)] = np.exp(
+            float(dk.gwg_log_prob(target.domains, x, y, logits))
+        )
+    assert np.isclose(sum(probs.values()), 1.0)
+    _frequency_check(counts, probs, num_draws)
+
+
+def test_nan_proposal_is_rejected_and_chain_keeps_its_state():
+    target = ALL_TARGETS[0]()
+    x = target.states()[3]
+    f, local = target.local_fn(x)
+    state = dk.ChainState(x, np.float64(f), local)
+
+    def nan_local_fn(leaves):
+        return np.float64(np.nan), tuple(np.full(loc.shape, np.nan) for loc in local)
+
+    u = [np.zeros(s) for s in dk.dlp_noise_shapes(target.domains, target.shapes)]
+    for metropolis in (True, False):
+        new, info = dk.dlp_step(
+            state,
+            u,
+            np.float64(0.0),
+            local_fn=nan_local_fn,
+            domains=target.domains,
+            is_table=target.is_table,
+            step_size=5.0,
+            metropolis=metropolis,
+        )
+        assert not bool(info.accepted)
+        assert float(info.accept_prob) == 0.0
+        np.testing.assert_array_equal(new.x[0], x[0])
+        assert float(new.log_density) == f
+        assert float(info.hamming_distance) > 0  # a move was proposed
+
+
+def test_dual_averaging_moves_towards_target():
+    state = dk.dual_averaging_init(np.float64(1.0))
+    step = np.float64(1.0)
+    for i in range(50):
+        state, step = dk.step_size_adaptation_update(state, step, np.float64(0.1), np.int32(i), 100)
+    assert step < 1.0  # acceptance too low: smaller steps
+    state = dk.dual_averaging_init(np.float64(1.0))
+    step = np.float64(1.0)
+    for i in range(100):
+        state, step = dk.step_size_adaptation_update(state, step, np.float64(0.95), np.int32(i), 100)
+    assert step > 1.0
+    assert np.isclose(step, np.exp(state.log_step_size_avg))  # frozen at the average
+    frozen = step
+    state, step = dk.step_size_adaptation_update(state, step, np.float64(0.0), np.int32(100), 100)
+    assert step == frozen
