@@ -36,6 +36,9 @@ class StepSizeAdaptation(NamedTuple):
     gamma: float = 0.05
 
 
+DEFAULT_RULE = StepSizeAdaptation()
+
+
 def dual_averaging_init(step_size: Array) -> DualAveragingState:
     """Start at ``step_size``, with the shrinkage centre at ``log(10 * step_size)``."""
     xp = array_namespace(step_size)
@@ -47,15 +50,13 @@ def dual_averaging_init(step_size: Array) -> DualAveragingState:
 def dual_averaging_update(
     state: DualAveragingState,
     accept_prob: Array,
-    rule: StepSizeAdaptation = StepSizeAdaptation(),
+    rule: StepSizeAdaptation = DEFAULT_RULE,
 ) -> DualAveragingState:
     """One dual-averaging update from an observed acceptance probability."""
     xp = array_namespace(state.log_step_size)
     count = state.count + 1.0
     weight = 1.0 / (count + rule.t0)
-    error_sum = (1.0 - weight) * state.error_sum + weight * (
-        rule.target_accept_prob - accept_prob
-    )
+    error_sum = (1.0 - weight) * state.error_sum + weight * (rule.target_accept_prob - accept_prob)
     log_step = state.prox_center - xp.sqrt(count) / rule.gamma * error_sum
     avg_weight = count ** (-rule.kappa)
     log_step_avg = avg_weight * log_step + (1.0 - avg_weight) * state.log_step_size_avg
@@ -68,7 +69,7 @@ def step_size_adaptation_update(
     accept_prob: Array,
     iteration: Array,
     num_warmup: int,
-    rule: StepSizeAdaptation = StepSizeAdaptation(),
+    rule: StepSizeAdaptation = DEFAULT_RULE,
 ) -> tuple[DualAveragingState, Array]:
     """Adapt during warmup, freeze at the averaged step size when warmup ends.
 

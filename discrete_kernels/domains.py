@@ -108,8 +108,7 @@ class Categorical:
     def __post_init__(self) -> None:
         if int(self.num_values) != self.num_values or self.num_values < 2:
             raise ValueError(
-                f"Categorical(num_values={self.num_values!r}): num_values must be an "
-                "integer >= 2."
+                f"Categorical(num_values={self.num_values!r}): num_values must be an integer >= 2."
             )
 
     @property

@@ -238,15 +238,11 @@ def gwg_move_logits(
     """
     xp = array_namespace(local)
     values = domain.candidate_values(local)
-    delta = local_delta(
-        Ordinal(2) if isinstance(domain, Binary) else domain, x, local, is_table
-    )
+    delta = local_delta(Ordinal(2) if isinstance(domain, Binary) else domain, x, local, is_table)
     logits = balance * delta
     if step_size is not None:
         logits = logits - squared_distance(domain, x, local) / (2.0 * step_size)
-    logits = xp.where(
-        _current_mask(domain, x, values), xp.full_like(logits, -xp.inf), logits
-    )
+    logits = xp.where(_current_mask(domain, x, values), xp.full_like(logits, -xp.inf), logits)
     return _mask_invalid(domain, logits)
 
 
@@ -284,9 +280,7 @@ def gwg_sample(
     flat_logits = xp.concat([xp.reshape(t, (-1,)) for t in logits])
     flat_noise = xp.concat([xp.reshape(u, (-1,)) for u in uniforms])
     move = xp.argmax(flat_logits + gumbel_from_uniform(flat_noise))
-    log_prob = masked_sum(
-        xp.arange(flat_logits.shape[0]) == move, log_softmax(flat_logits), axis=0
-    )
+    log_prob = masked_sum(xp.arange(flat_logits.shape[0]) == move, log_softmax(flat_logits), axis=0)
     ys = []
     offset = 0
     for domain, x, table in zip(domains, xs, logits):
@@ -322,7 +316,9 @@ def gwg_log_prob(
     masks = []
     for domain, x, y, table in zip(domains, xs, ys, logits):
         values = domain.candidate_values(table)
-        masks.append(xp.reshape((y != x)[..., None] & (values == _float(y, table)[..., None]), (-1,)))
+        masks.append(
+            xp.reshape((y != x)[..., None] & (values == _float(y, table)[..., None]), (-1,))
+        )
     return masked_sum(xp.concat(masks), _flat_log_softmax(logits), axis=0)
 
 

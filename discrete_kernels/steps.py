@@ -116,9 +116,7 @@ def _finish(
     metropolis: bool,
 ) -> tuple[ChainState, StepInfo]:
     xp = array_namespace(state.log_density)
-    log_ratio = mh_log_ratio(
-        state.log_density, proposal.log_density, log_q_forward, log_q_reverse
-    )
+    log_ratio = mh_log_ratio(state.log_density, proposal.log_density, log_q_forward, log_q_reverse)
     if metropolis:
         accept = metropolis_accept(log_ratio, accept_uniform)
     else:

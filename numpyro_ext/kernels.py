@@ -102,8 +102,7 @@ class _DiscreteKernel(MCMCKernel):
             )
         if not 0.0 < target_accept_prob < 1.0:
             raise ValueError(
-                f"{self._name}: target_accept_prob must lie in (0, 1), got "
-                f"{target_accept_prob!r}."
+                f"{self._name}: target_accept_prob must lie in (0, 1), got {target_accept_prob!r}."
             )
         self._model = model
         self._potential_fn = potential_fn
@@ -237,9 +236,7 @@ class _DiscreteKernel(MCMCKernel):
             leaves, self._treedef = jax.tree.flatten(init_params)
             self._specs = leaf_specs_for_potential(self._domain, self._treedef, len(leaves))
             return
-        model_trace = prototype_trace(
-            conditioned(self._model), rng_key, model_args, model_kwargs
-        )
+        model_trace = prototype_trace(conditioned(self._model), rng_key, model_args, model_kwargs)
         self._specs = leaf_specs_for_model(self._name, model_trace, self._exact_sites)
         self._enum = any(
             site["type"] == "sample"
@@ -257,15 +254,11 @@ class _DiscreteKernel(MCMCKernel):
     def _initial_values(self, rng_key: jax.Array, init_params: Any, model_args, model_kwargs):
         if self._model is None:
             return init_params
-        model_trace = prototype_trace(
-            conditioned(self._model), rng_key, model_args, model_kwargs
-        )
+        model_trace = prototype_trace(conditioned(self._model), rng_key, model_args, model_kwargs)
         init_params = {} if init_params is None else init_params
         unknown = sorted(set(init_params) - {s.name for s in self._specs})
         if unknown:
-            raise ValueError(
-                f"init_params: {unknown} are not discrete latent sites of the model."
-            )
+            raise ValueError(f"init_params: {unknown} are not discrete latent sites of the model.")
         return {
             s.name: jnp.asarray(init_params.get(s.name, model_trace[s.name]["value"]))
             for s in self._specs
@@ -304,7 +297,17 @@ class _DiscreteKernel(MCMCKernel):
 
     def _initial_state(self, rng_key, z, model_args, model_kwargs) -> DLPState:
         leaves = self._leaves(z)
-        f, local = self._local_fn(model_args, model_kwargs)(leaves)
+        try:
+            f, local = self._local_fn(model_args, model_kwargs)(leaves)
+        except TypeError as error:
+            gradient_sites = [s.name for s in self._specs if not s.is_table]
+            raise TypeError(
+                f"{self._name}: differentiating the log density in the values of "
+                f"{gradient_sites} failed ({str(error).splitlines()[0]}). A value used as an "
+                "index (e.g. probs[k]) has no gradient: list such sites in exact_sites=[...] "
+                "(their local differences are then evaluated exactly), or write the model "
+                "with arithmetic on the value."
+            ) from error
         step = jnp.asarray(self._initial_step_size(), dtype=jnp.result_type(float))
         zero = jnp.zeros((), dtype=step.dtype)
         return DLPState(
@@ -441,9 +444,7 @@ class _DLPKernel(_DiscreteKernel):
                 continue
             value = jnp.asarray(value, dtype=jnp.result_type(float))
             if not bool(jnp.all(value > 0)):
-                raise ValueError(
-                    f"{self._name}: preconditioner of {spec.name!r} must be positive."
-                )
+                raise ValueError(f"{self._name}: preconditioner of {spec.name!r} must be positive.")
             out.append(value)
         return tuple(out)
 
@@ -572,5 +573,3 @@ class GWG(_DiscreteKernel):
             balance=0.5,
             step_size=None if self._step_size is None else step_size,
         )
-
-

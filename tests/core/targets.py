@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -81,7 +81,9 @@ def ordinal_target(bounded: bool = False) -> Target:
         g = -a @ c + 0.6 * np.cos(2 * x)
         return f, (g,)
 
-    return Target("ordinal" + ("-bounded" if bounded else ""), (domain,), ((d,),), (False,), local_fn)
+    return Target(
+        "ordinal" + ("-bounded" if bounded else ""), (domain,), ((d,),), (False,), local_fn
+    )
 
 
 def categorical_target(exact: bool) -> Target:
@@ -125,7 +127,13 @@ def mixed_target() -> Target:
     def local_fn(leaves):
         x = leaves[0].astype(float)
         y = leaves[1].astype(float)
-        f = 0.8 * x[0] * y[0] - 0.5 * x[1] * y[0] + 0.3 * y[0] ** 2 - 0.4 * x.sum() + 0.1 * y[0] ** 3
+        f = (
+            0.8 * x[0] * y[0]
+            - 0.5 * x[1] * y[0]
+            + 0.3 * y[0] ** 2
+            - 0.4 * x.sum()
+            + 0.1 * y[0] ** 3
+        )
         gx = np.array([0.8 * y[0] - 0.4, -0.5 * y[0] - 0.4])
         gy = np.array([0.8 * x[0] - 0.5 * x[1] + 0.6 * y[0] + 0.3 * y[0] ** 2])
         return f, (gx, gy)

@@ -47,7 +47,11 @@ def test_logits_log_prob_and_sample_agree(domain, x, local, is_table):
     results = {}
     for name, xb, lb, to_np in _backends(x, local):
         logits = dk.dlp_leaf_logits(domain, xb, lb, is_table, 0.6)
-        u = noise if name == "numpy" else (jnp.asarray(noise) if name == "jax" else torch.as_tensor(noise))
+        u = (
+            noise
+            if name == "numpy"
+            else (jnp.asarray(noise) if name == "jax" else torch.as_tensor(noise))
+        )
         y = dk.dlp_leaf_sample(domain, xb, logits, u)
         results[name] = (
             to_np(logits),
@@ -82,13 +86,19 @@ def test_dlp_step_under_jit_and_vmap_matches_numpy():
 
     def np_step(x):
         f, loc = make_local_fn(np)((x,))
-        return dk.dlp_step(dk.ChainState((x,), f, loc), [u], np.float32(0.2), local_fn=make_local_fn(np), **kwargs)
+        return dk.dlp_step(
+            dk.ChainState((x,), f, loc), [u], np.float32(0.2), local_fn=make_local_fn(np), **kwargs
+        )
 
     @jax.jit
     def jax_step(x):
         f, loc = make_local_fn(jnp)((x,))
         return dk.dlp_step(
-            dk.ChainState((x,), f, loc), [jnp.asarray(u)], jnp.float32(0.2), local_fn=make_local_fn(jnp), **kwargs
+            dk.ChainState((x,), f, loc),
+            [jnp.asarray(u)],
+            jnp.float32(0.2),
+            local_fn=make_local_fn(jnp),
+            **kwargs,
         )
 
     ref_state, ref_info = np_step(x0)

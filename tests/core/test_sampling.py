@@ -112,7 +112,9 @@ def test_dual_averaging_moves_towards_target():
     state = dk.dual_averaging_init(np.float64(1.0))
     step = np.float64(1.0)
     for i in range(100):
-        state, step = dk.step_size_adaptation_update(state, step, np.float64(0.95), np.int32(i), 100)
+        state, step = dk.step_size_adaptation_update(
+            state, step, np.float64(0.95), np.int32(i), 100
+        )
     assert step > 1.0
     assert np.isclose(step, np.exp(state.log_step_size_avg))  # frozen at the average
     frozen = step
