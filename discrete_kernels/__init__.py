@@ -30,7 +30,6 @@ from .steps import (
     StepInfo,
     dlp_noise_shapes,
     dlp_step,
-    gwg_noise_shapes,
     gwg_step,
     hamming_distance,
 )
@@ -57,7 +56,6 @@ __all__ = [
     "dual_averaging_update",
     "gwg_log_prob",
     "gwg_move_logits",
-    "gwg_noise_shapes",
     "gwg_sample",
     "gwg_step",
     "hamming_distance",

@@ -11,7 +11,7 @@ Array = Any
 __all__ = [
     "Array",
     "array_namespace",
-    "gumbel_from_uniform",
+    "categorical_from_uniform",
     "log_sigmoid",
     "log_softmax",
     "masked_sum",
@@ -43,12 +43,6 @@ def log_softmax(logits: Array) -> Array:
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=-1, keepdims=True))
 
 
-def gumbel_from_uniform(uniform: Array) -> Array:
-    """Standard Gumbel noise from uniforms in [0, 1) (a zero maps to ``-inf``)."""
-    xp = array_namespace(uniform)
-    return -xp.log(-xp.log(uniform))
-
-
 def masked_sum(mask: Array, values: Array, axis: int = -1) -> Array:
     """Sum of ``values`` where ``mask`` holds, without touching ``inf`` elsewhere."""
     xp = array_namespace(values)
@@ -74,3 +68,31 @@ def sum_event(x: Array, batch_ndims: int = 0) -> Array:
     if not axes:
         return x
     return xp.sum(x, axis=axes)
+
+
+def categorical_from_uniform(logits: Array, uniform: Array) -> Array:
+    """Draw an index from ``softmax(logits)`` along the last axis by inverting its CDF.
+
+    One uniform per draw instead of one per category (as the Gumbel-max trick needs): the
+    PRNG is a large part of a step's cost on CPU.
+
+    Parameters
+    ----------
+    logits : array, shape (..., S)
+        ``-inf`` marks impossible categories; each row needs one finite entry.
+    uniform : array, shape (...)
+        Uniforms in [0, 1).
+
+    Returns
+    -------
+    integer array, shape (...)
+        The first index whose cumulative probability exceeds ``uniform``; never an index of
+        probability zero.
+    """
+    xp = array_namespace(logits)
+    probs = xp.exp(log_softmax(logits))
+    cdf = xp.cumulative_sum(probs, axis=-1)
+    threshold = uniform[..., None] * cdf[..., -1:]
+    count = xp.sum(xp.astype(cdf <= threshold, xp.int32), axis=-1)
+    # rounding can put the threshold on the total when uniform is within 2**-24 of 1
+    return xp.where(count >= logits.shape[-1], xp.argmax(logits, axis=-1), count)

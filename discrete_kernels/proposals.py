@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from ._xp import (
     Array,
     array_namespace,
-    gumbel_from_uniform,
+    categorical_from_uniform,
     log_sigmoid,
     log_softmax,
     masked_sum,
@@ -37,7 +37,6 @@ __all__ = [
     "dlp_noise_shape",
     "gwg_log_prob",
     "gwg_move_logits",
-    "gwg_noise_shape",
     "gwg_sample",
     "local_delta",
     "single_site_substitutions",
@@ -163,10 +162,9 @@ def dlp_leaf_logits(
 
 
 def dlp_noise_shape(domain: Domain, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Shape of the uniforms :func:`dlp_leaf_sample` needs for a leaf of ``shape``."""
-    if isinstance(domain, Binary):
-        return tuple(shape)
-    return tuple(shape) + (domain.num_values,)
+    """Shape of the uniforms :func:`dlp_leaf_sample` needs for a leaf of ``shape``: one per
+    coordinate, whatever the domain."""
+    return tuple(shape)
 
 
 def dlp_leaf_sample(domain: Domain, x: Array, logits: Array, uniform: Array) -> Array:
@@ -177,8 +175,8 @@ def dlp_leaf_sample(domain: Domain, x: Array, logits: Array, uniform: Array) -> 
     domain : Domain
     x : array, shape (n...)
     logits : array, from :func:`dlp_leaf_logits`
-    uniform : array, shape :func:`dlp_noise_shape`
-        Uniforms in [0, 1).
+    uniform : array, shape (n...)
+        Uniforms in [0, 1), one per coordinate.
 
     Returns
     -------
@@ -189,7 +187,7 @@ def dlp_leaf_sample(domain: Domain, x: Array, logits: Array, uniform: Array) -> 
         # flip when u < sigmoid(logit), i.e. log u < log_sigmoid(logit)
         flip = xp.log(uniform) < log_sigmoid(logits)
         return xp.where(flip, 1 - x, x)
-    index = xp.argmax(logits + gumbel_from_uniform(uniform), axis=-1)
+    index = categorical_from_uniform(logits, uniform)
     return xp.astype(index + domain.low, x.dtype)
 
 
@@ -210,8 +208,9 @@ def dlp_leaf_log_prob(domain: Domain, x: Array, y: Array, logits: Array) -> Arra
     """
     xp = array_namespace(logits)
     if isinstance(domain, Binary):
-        flipped = y != x
-        return xp.sum(log_sigmoid(xp.where(flipped, logits, -logits)))
+        # log sigmoid(-l) = log sigmoid(l) - l: one transcendental pass, shared with sampling
+        log_flip = log_sigmoid(logits)
+        return xp.sum(xp.where(y != x, log_flip, log_flip - logits))
     values = domain.candidate_values(logits)
     chosen = values == _float(y, logits)[..., None]
     return xp.sum(masked_sum(chosen, log_softmax(logits)))
@@ -246,22 +245,17 @@ def gwg_move_logits(
     return _mask_invalid(domain, logits)
 
 
-def gwg_noise_shape(domain: Domain, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Shape of the uniforms :func:`gwg_sample` needs for a leaf of ``shape``."""
-    return tuple(shape) + (domain.num_values,)
-
-
 def _flat_log_softmax(logits: Sequence[Array]) -> Array:
+    """Log-softmax over all moves of all leaves, flattened and concatenated in leaf order."""
     xp = array_namespace(logits[0])
-    flat = xp.concat([xp.reshape(table, (-1,)) for table in logits])
-    return log_softmax(flat)
+    return log_softmax(xp.concat([xp.reshape(table, (-1,)) for table in logits]))
 
 
 def gwg_sample(
     domains: Sequence[Domain],
     xs: Sequence[Array],
     logits: Sequence[Array],
-    uniforms: Sequence[Array],
+    uniform: Array,
 ) -> tuple[tuple[Array, ...], Array]:
     """Pick one move among all leaves and apply it.
 
@@ -269,7 +263,7 @@ def gwg_sample(
     ----------
     domains, xs : per leaf
     logits : per leaf, shape (n_j..., S_j), from :func:`gwg_move_logits`
-    uniforms : per leaf, shape (n_j..., S_j)
+    uniform : scalar uniform in [0, 1)
 
     Returns
     -------
@@ -277,10 +271,9 @@ def gwg_sample(
     log_prob : scalar array, ``log q(y | x)``
     """
     xp = array_namespace(logits[0])
-    flat_logits = xp.concat([xp.reshape(t, (-1,)) for t in logits])
-    flat_noise = xp.concat([xp.reshape(u, (-1,)) for u in uniforms])
-    move = xp.argmax(flat_logits + gumbel_from_uniform(flat_noise))
-    log_prob = masked_sum(xp.arange(flat_logits.shape[0]) == move, log_softmax(flat_logits), axis=0)
+    log_probs = _flat_log_softmax(logits)
+    move = categorical_from_uniform(log_probs, uniform)
+    log_prob = masked_sum(xp.arange(log_probs.shape[0]) == move, log_probs, axis=0)
     ys = []
     offset = 0
     for domain, x, table in zip(domains, xs, logits):
@@ -289,8 +282,8 @@ def gwg_sample(
             size *= dim
         chosen = xp.reshape(xp.arange(size) + offset == move, table.shape)
         changed = xp.any(chosen, axis=-1)
-        value = xp.astype(xp.argmax(xp.astype(chosen, xp.int32), axis=-1) + domain.low, x.dtype)
-        ys.append(xp.where(changed, value, x))
+        index = xp.argmax(xp.astype(chosen, xp.int32), axis=-1)
+        ys.append(xp.where(changed, xp.astype(index + domain.low, x.dtype), x))
         offset += size
     return tuple(ys), log_prob
 

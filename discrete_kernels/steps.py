@@ -21,7 +21,6 @@ from .proposals import (
     dlp_noise_shape,
     gwg_log_prob,
     gwg_move_logits,
-    gwg_noise_shape,
     gwg_sample,
 )
 
@@ -31,7 +30,6 @@ __all__ = [
     "StepInfo",
     "dlp_noise_shapes",
     "dlp_step",
-    "gwg_noise_shapes",
     "gwg_step",
     "hamming_distance",
 ]
@@ -96,15 +94,9 @@ def _broadcast_per_leaf(value: Array | float | Sequence | None, n: int, default:
 def dlp_noise_shapes(
     domains: Sequence[Domain], shapes: Sequence[tuple[int, ...]]
 ) -> tuple[tuple[int, ...], ...]:
-    """Shapes of the proposal uniforms :func:`dlp_step` takes, one per leaf."""
+    """Shapes of the proposal uniforms :func:`dlp_step` takes: one per coordinate of each
+    leaf."""
     return tuple(dlp_noise_shape(d, s) for d, s in zip(domains, shapes))
-
-
-def gwg_noise_shapes(
-    domains: Sequence[Domain], shapes: Sequence[tuple[int, ...]]
-) -> tuple[tuple[int, ...], ...]:
-    """Shapes of the proposal uniforms :func:`gwg_step` takes, one per leaf."""
-    return tuple(gwg_noise_shape(d, s) for d, s in zip(domains, shapes))
 
 
 def _finish(
@@ -192,7 +184,7 @@ def dlp_step(
 
 def gwg_step(
     state: ChainState,
-    proposal_uniforms: Sequence[Array],
+    move_uniform: Array,
     accept_uniform: Array,
     *,
     local_fn: LocalFn,
@@ -206,7 +198,7 @@ def gwg_step(
     Parameters
     ----------
     state : ChainState
-    proposal_uniforms : per leaf, uniforms in [0, 1) of shape :func:`gwg_noise_shapes`
+    move_uniform : scalar uniform in [0, 1) that picks the move
     accept_uniform : scalar uniform in [0, 1)
     local_fn, domains, is_table : as in :func:`dlp_step`
     balance : scalar
@@ -227,7 +219,7 @@ def gwg_step(
         ]
 
     forward = logits_at(state)
-    ys, log_q_forward = gwg_sample(domains, state.x, forward, proposal_uniforms)
+    ys, log_q_forward = gwg_sample(domains, state.x, forward, move_uniform)
     f_y, local_y = local_fn(ys)
     proposal = ChainState(ys, f_y, tuple(local_y))
     log_q_reverse = gwg_log_prob(domains, ys, state.x, logits_at(proposal))

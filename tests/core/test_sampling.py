@@ -55,12 +55,10 @@ def test_gwg_sampler_matches_its_log_prob(target):
         dk.gwg_move_logits(d, xl, loc, t)
         for d, xl, loc, t in zip(target.domains, x, local, target.is_table)
     ]
-    shapes = dk.gwg_noise_shapes(target.domains, [xl.shape for xl in x])
     counts: dict = {}
     num_draws = 5000
-    for _ in range(num_draws):
-        u = [rng.uniform(size=s) for s in shapes]
-        ys, log_q = dk.gwg_sample(target.domains, x, logits, u)
+    for u in rng.uniform(size=num_draws):
+        ys, log_q = dk.gwg_sample(target.domains, x, logits, np.float64(u))
         assert np.isclose(float(log_q), float(dk.gwg_log_prob(target.domains, x, ys, logits)))
         key = tuple(tuple(yl.tolist()) for yl in ys)
         counts[key] = counts.get(key, 0) + 1
@@ -120,3 +118,17 @@ def test_dual_averaging_moves_towards_target():
     frozen = step
     state, step = dk.step_size_adaptation_update(state, step, np.float64(0.0), np.int32(100), 100)
     assert step == frozen
+
+
+def test_inverse_cdf_never_picks_an_impossible_category():
+    from discrete_kernels._xp import categorical_from_uniform
+
+    logits = np.array([[-np.inf, 0.0, -np.inf, 1.0, -np.inf]] * 3)
+    u = np.array([0.0, 0.5, np.nextafter(1.0, 0.0)])
+    index = categorical_from_uniform(logits, u)
+    np.testing.assert_array_equal(index, [1, 3, 3])
+    # exact frequencies on a fine grid of uniforms
+    grid = (np.arange(100000) + 0.5) / 100000
+    draws = categorical_from_uniform(np.broadcast_to(logits[0], (grid.size, 5)), grid)
+    p1 = 1.0 / (1.0 + np.e)
+    assert abs(np.mean(draws == 1) - p1) < 1e-4
