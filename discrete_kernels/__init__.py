@@ -13,6 +13,7 @@ from .adaptation import (
     step_size_adaptation_update,
 )
 from .domains import Binary, Categorical, Domain, Ordinal, as_domain
+from .gibbs import gibbs_site_proposal
 from .mh import accept_probability, metropolis_accept, mh_log_ratio
 from .proposals import (
     dlp_leaf_log_prob,
@@ -54,6 +55,7 @@ __all__ = [
     "dlp_step",
     "dual_averaging_init",
     "dual_averaging_update",
+    "gibbs_site_proposal",
     "gwg_log_prob",
     "gwg_move_logits",
     "gwg_sample",
