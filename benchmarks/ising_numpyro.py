@@ -122,6 +122,26 @@ def plain_scan_dmala(
     return time.perf_counter() - start
 
 
+def kernel_in_scan(step_size: float, num_steps: int, seed: int, thinning: int = 10) -> float:
+    """``nx.DMALA.sample`` in a bare ``lax.scan`` (no ``MCMC`` loop), keeping every
+    ``thinning``-th state; seconds, compile included. Separates the kernel's own overhead
+    from that of ``MCMC``'s collection loop."""
+    kernel = nx.DMALA(ising_model, step_size=step_size, adapt_step_size=False)
+    state = kernel.init(jax.random.key(seed), 0, None, (), {})
+
+    def thinned(state, _):
+        state = jax.lax.fori_loop(0, thinning, lambda i, s: kernel.sample(s, (), {}), state)
+        return state, (state.z["x"], state.potential_energy, state.accept_prob)
+
+    @jax.jit
+    def run(state):
+        return jax.lax.scan(thinned, state, None, length=num_steps // thinning)
+
+    start = time.perf_counter()
+    jax.block_until_ready(run(state))
+    return time.perf_counter() - start
+
+
 def value_and_grad_floor(num_steps: int, seed: int, side: int = SIDE) -> float:
     """Seconds for ``num_steps`` value_and_grad evaluations of the target in a scan."""
 
@@ -185,18 +205,21 @@ def main() -> None:
         return float(np.median([r[key] / r["seconds"] for r in rows[name]]))
 
     step_size = float(np.median(step_sizes))
-    mcmc_times, scan_times, floor_times = [], [], []
+    mcmc_times, kernel_times, scan_times, floor_times = [], [], [], []
     for repeat in range(args.repeats):
         # each loop at two lengths: the long run's time per step includes compilation; the
         # difference of the two runs divided by the extra steps is the steady-state cost
         short = overhead_steps // 10
-        timings = {"mcmc": [], "scan": [], "floor": []}
+        timings = {"mcmc": [], "kernel": [], "scan": [], "floor": []}
         for num_steps in (short, overhead_steps):
             kernel = nx.DMALA(ising_model, step_size=step_size, adapt_step_size=False)
             timings["mcmc"].append(run_mcmc(kernel, 0, num_steps, repeat, thinning=10)[2])
+            timings["kernel"].append(kernel_in_scan(step_size, num_steps, repeat))
             timings["scan"].append(plain_scan_dmala(step_size, num_steps, repeat))
             timings["floor"].append(value_and_grad_floor(num_steps, repeat))
-        for name, times in zip(("mcmc", "scan", "floor"), (mcmc_times, scan_times, floor_times)):
+        for name, times in zip(
+            ("mcmc", "kernel", "scan", "floor"), (mcmc_times, kernel_times, scan_times, floor_times)
+        ):
             t_short, t_long = timings[name]
             times.append((t_long, (t_long - t_short) * overhead_steps / (overhead_steps - short)))
 
@@ -245,6 +268,7 @@ def main() -> None:
     ]
     for label, times in [
         ("`MCMC(nx.DMALA(model))`", mcmc_times),
+        ("`nx.DMALA(model).sample` in a bare `lax.scan`", kernel_times),
         ("plain `lax.scan` of `discrete_kernels.dlp_step`", scan_times),
         ("one `value_and_grad` of the target", floor_times),
     ]:

@@ -1,0 +1,26 @@
+"""Pyro adapter of discrete-kernels: drop-in ``pyro.infer.mcmc.MCMCKernel`` subclasses.
+
+>>> import pyro_ext as px
+>>> mcmc = pyro.infer.MCMC(px.DMALA(model), num_samples=2000, warmup_steps=1000)  # doctest: +SKIP
+>>> idata = px.to_arviz(mcmc)  # doctest: +SKIP
+"""
+
+from discrete_kernels.domains import Binary, Categorical, Ordinal
+
+from ._target import discrete_sites
+from .arviz import to_arviz
+from .gibbs import Gibbs
+from .kernels import DMALA, DULA, GWG, DiscreteGibbs
+
+__all__ = [
+    "DMALA",
+    "DULA",
+    "GWG",
+    "Binary",
+    "Categorical",
+    "DiscreteGibbs",
+    "Gibbs",
+    "Ordinal",
+    "discrete_sites",
+    "to_arviz",
+]

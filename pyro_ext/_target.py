@@ -1,0 +1,236 @@
+"""From a Pyro model (or a potential) to the core's view: leaves, domains, ``local_fn``.
+
+Nothing here is mathematics: it finds the discrete sites with ``poutine.trace``, maps their
+distributions to domains, and evaluates the log density with torch autograd or, for tables,
+at every single-site substitution the core builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyro.distributions as dist
+import torch
+from pyro import poutine
+from pyro.poutine.util import site_is_subsample
+from torch.distributions import constraints
+
+from discrete_kernels import Binary, Categorical, Domain, Ordinal, as_domain
+from discrete_kernels.proposals import single_site_substitutions
+
+GRADIENT = "gradient"  # d f / d value of the relaxed f; local has the leaf's shape
+ONE_HOT_GRADIENT = "one_hot_gradient"  # value is one-hot (OneHotCategorical); a table
+EXACT = "exact"  # f at every single-site change; a table
+
+SUPPORTED = (
+    "Bernoulli, Binomial, Categorical, OneHotCategorical and other distributions with a "
+    "finite integer support"
+)
+
+
+@dataclass(frozen=True, eq=False)
+class LeafSpec:
+    """Static description of one leaf: its name, domain and how its locals are evaluated."""
+
+    name: str
+    domain: Domain
+    mode: str
+
+    @property
+    def is_table(self) -> bool:
+        return self.mode != GRADIENT
+
+
+def _unwrap_distribution(fn: Any) -> Any:
+    while hasattr(fn, "base_dist"):
+        fn = fn.base_dist
+    return fn
+
+
+def _unwrap_support(support: Any) -> Any:
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return support
+
+
+def domain_of_site(name: str, site: dict) -> tuple[Domain, str]:
+    """Domain and local-information mode of a discrete latent site, or a clear error."""
+    fn = site["fn"]
+    base = _unwrap_distribution(fn)
+    support = _unwrap_support(fn.support)
+    if isinstance(base, dist.OneHotCategorical):
+        return Categorical(int(base.probs.shape[-1])), ONE_HOT_GRADIENT
+    if isinstance(base, dist.Categorical):
+        return Categorical(int(base.probs.shape[-1])), EXACT
+    if support is constraints.boolean:
+        return Binary(), GRADIENT
+    if isinstance(support, constraints.integer_interval):
+        lower = torch.as_tensor(support.lower_bound).detach()
+        upper = torch.as_tensor(support.upper_bound).detach()
+        low, high = int(lower.min()), int(upper.max())
+        if high <= low:
+            raise ValueError(f"Site '{name}' has a single value; nothing to sample.")
+        uniform = bool(lower.min() == lower.max()) and bool(upper.min() == upper.max())
+        domain = Ordinal(
+            high - low + 1,
+            low,
+            lower=None if uniform else lower.numpy(),
+            upper=None if uniform else upper.numpy(),
+        )
+        return domain, GRADIENT
+    raise ValueError(
+        f"Site '{name}' has distribution {type(fn).__name__} with support {fn.support}, "
+        f"which these kernels cannot sample; supported: {SUPPORTED}."
+    )
+
+
+def continuous_sites_error(kernel_name: str, names: Sequence[str]) -> ValueError:
+    return ValueError(
+        f"{kernel_name} samples discrete sites only, but the model has continuous latent "
+        f"sites {list(names)}. Use it as a block of pyro_ext.Gibbs, e.g. "
+        f"Gibbs([({kernel_name}(model), discrete_sites), (NUTS(model), None)]), or "
+        "condition on those sites."
+    )
+
+
+def trace_model(model: Callable, args: tuple, kwargs: dict, data: dict | None = None):
+    """One trace of the model (sites in ``data`` conditioned)."""
+    conditioned = poutine.condition(model, data=data) if data else model
+    return poutine.trace(conditioned).get_trace(*args, **kwargs)
+
+
+def latent_sites(model_trace) -> list[str]:
+    return [
+        name
+        for name, site in model_trace.nodes.items()
+        if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)
+    ]
+
+
+def discrete_sites(model_trace) -> list[str]:
+    """Names of the unobserved sample sites with a discrete support (a Gibbs site selector)."""
+    return [n for n in latent_sites(model_trace) if model_trace.nodes[n]["fn"].support.is_discrete]
+
+
+def leaf_specs_for_model(
+    kernel_name: str, model_trace, exact_sites: Sequence[str]
+) -> tuple[LeafSpec, ...]:
+    """Leaf specs of every discrete latent site of a traced model, with input checks."""
+    latent = latent_sites(model_trace)
+    discrete = discrete_sites(model_trace)
+    continuous = [n for n in latent if n not in discrete]
+    if continuous:
+        raise continuous_sites_error(kernel_name, continuous)
+    if not discrete:
+        raise ValueError(
+            f"{kernel_name} found no discrete latent site in the model (observed sites do "
+            f"not count); supported: {SUPPORTED}."
+        )
+    unknown = sorted(set(exact_sites) - set(discrete))
+    if unknown:
+        raise ValueError(
+            f"exact_sites: {unknown} are not discrete latent sites of the model; "
+            f"the discrete latent sites are {discrete}."
+        )
+    specs = []
+    for name in discrete:
+        domain, mode = domain_of_site(name, model_trace.nodes[name])
+        if name in exact_sites and mode == GRADIENT:
+            mode = EXACT
+        specs.append(LeafSpec(name, domain, mode))
+    return tuple(specs)
+
+
+def leaf_specs_for_potential(domain: Any, names: Sequence[str]) -> tuple[LeafSpec, ...]:
+    """Leaf specs in potential mode: one domain for every site or a dict of domains."""
+    specs = []
+    for name in names:
+        if isinstance(domain, dict):
+            if name not in domain:
+                raise ValueError(f"domain: no domain for '{name}'; got keys {sorted(domain)}.")
+            d = domain[name]
+        else:
+            d = domain
+        d = as_domain(d, f"domain of '{name}'")
+        mode = ONE_HOT_GRADIENT if isinstance(d, Categorical) else GRADIENT
+        specs.append(LeafSpec(name, d, mode))
+    return tuple(specs)
+
+
+def to_internal(spec: LeafSpec, value: torch.Tensor) -> torch.Tensor:
+    """Internal leaf (categorical as indices) from a user-facing value."""
+    if spec.mode == ONE_HOT_GRADIENT:
+        return value.argmax(-1)
+    return value.detach()
+
+
+def to_user(spec: LeafSpec, x: torch.Tensor, like: torch.Tensor | None = None) -> torch.Tensor:
+    """User-facing value (one-hot where the model expects it) from an internal leaf."""
+    if spec.mode == ONE_HOT_GRADIENT:
+        dtype = torch.get_default_dtype() if like is None else like.dtype
+        return torch.nn.functional.one_hot(x.long(), spec.domain.num_values).to(dtype)
+    return x
+
+
+def model_log_density(model: Callable, args: tuple, kwargs: dict) -> Callable[[dict], Any]:
+    """``values -> log joint`` of a model with the given sites conditioned."""
+
+    def log_density(values: dict) -> torch.Tensor:
+        return trace_model(model, args, kwargs, values).log_prob_sum()
+
+    return log_density
+
+
+def potential_log_density(potential_fn: Callable) -> Callable[[dict], Any]:
+    def log_density(values: dict) -> torch.Tensor:
+        return -potential_fn(values)
+
+    return log_density
+
+
+def make_local_fn(
+    log_density: Callable[[dict], torch.Tensor], specs: Sequence[LeafSpec]
+) -> Callable[[tuple], tuple[torch.Tensor, tuple]]:
+    """``leaves -> (f, locals)`` for the core, from ``log_density(values) -> f``.
+
+    Gradient and one-hot leaves are differentiated with autograd; exact leaves are evaluated
+    at every single-site substitution (one model evaluation each).
+    """
+
+    def user_values(leaves: tuple, replaced: dict) -> dict:
+        values = {}
+        for j, (spec, x) in enumerate(zip(specs, leaves)):
+            values[spec.name] = replaced[j] if j in replaced else to_user(spec, x)
+        return values
+
+    def local_fn(leaves: tuple) -> tuple[torch.Tensor, tuple]:
+        diff = {}
+        for j, (spec, x) in enumerate(zip(specs, leaves)):
+            if spec.mode == GRADIENT:
+                value = x.detach().to(torch.get_default_dtype())
+            elif spec.mode == ONE_HOT_GRADIENT:
+                value = to_user(spec, x)
+            else:
+                continue
+            diff[j] = value.requires_grad_(True)
+        with torch.enable_grad():
+            f = log_density(user_values(leaves, diff))
+            grads = torch.autograd.grad(f, list(diff.values()), allow_unused=True) if diff else ()
+        locals_: list = [None] * len(specs)
+        for (j, value), g in zip(diff.items(), grads):
+            locals_[j] = torch.zeros_like(value) if g is None else g.detach()
+        with torch.no_grad():
+            for j, spec in enumerate(specs):
+                if spec.mode != EXACT:
+                    continue
+                x = leaves[j]
+                batch = single_site_substitutions(spec.domain, x)
+                table = torch.stack(
+                    [log_density(user_values(leaves, {j: value})).detach() for value in batch]
+                )
+                locals_[j] = table.reshape(tuple(x.shape) + (spec.domain.num_values,))
+        return f.detach(), tuple(locals_)
+
+    return local_fn

@@ -1,0 +1,42 @@
+"""ArviZ export of a ``pyro.infer.MCMC`` run with this library's sampler statistics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def to_arviz(mcmc: Any):
+    """InferenceData with the posterior and the per-draw sampler statistics.
+
+    ``arviz.from_pyro`` keeps only divergences; this adds ``sample_stats`` with
+    ``acceptance_rate``, ``accepted``, ``step_size``, ``lp`` and ``hamming_distance`` for every
+    chain (collected by the kernels of this library, also from worker processes).
+
+    Parameters
+    ----------
+    mcmc : pyro.infer.MCMC
+        After ``run``.
+
+    Returns
+    -------
+    arviz.InferenceData
+    """
+    import arviz as az
+
+    samples = mcmc.get_samples(group_by_chain=True)
+    posterior = {name: value.detach().cpu().numpy() for name, value in samples.items()}
+    num_chains = next(iter(posterior.values())).shape[0]
+    per_chain = mcmc.diagnostics().get("sample_stats") or {}
+    stats_by_chain = [per_chain.get(f"chain {i}") for i in range(num_chains)]
+    sample_stats = None
+    if all(stats is not None for stats in stats_by_chain):
+        rename = {"accept_prob": "acceptance_rate"}
+        sample_stats = {
+            rename.get(name, name): np.stack([np.asarray(stats[name]) for stats in stats_by_chain])
+            for name in stats_by_chain[0]
+        }
+        if "accepted" in sample_stats:
+            sample_stats["accepted"] = sample_stats["accepted"].astype(bool)
+    return az.from_dict(posterior=posterior, sample_stats=sample_stats)

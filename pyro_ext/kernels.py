@@ -1,0 +1,481 @@
+"""Pyro kernels DULA, DMALA, GWG and DiscreteGibbs: thin wrappers around
+:mod:`discrete_kernels` running on torch."""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
+
+import discrete_kernels as dk
+
+from ._target import (
+    LeafSpec,
+    leaf_specs_for_model,
+    leaf_specs_for_potential,
+    make_local_fn,
+    model_log_density,
+    potential_log_density,
+    to_internal,
+    to_user,
+    trace_model,
+)
+
+__all__ = ["DMALA", "DULA", "DiscreteGibbs", "GWG"]
+
+STAT_NAMES = ("accept_prob", "accepted", "step_size", "hamming_distance", "lp")
+
+
+class _DiscreteKernel(MCMCKernel):
+    """Shared machinery: model/potential setup, step counting, statistics, Pyro protocol."""
+
+    _name = "DiscreteKernel"
+    _adapt_default = False
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        *,
+        potential_fn: Callable | None = None,
+        domain: Any = None,
+        step_size: float | None = 0.5,
+        adapt_step_size: bool | None = None,
+        target_accept_prob: float = 0.574,
+        exact_sites: Sequence[str] = (),
+    ) -> None:
+        if (model is None) == (potential_fn is None):
+            raise ValueError(f"{self._name}: give exactly one of `model` or `potential_fn`.")
+        if potential_fn is not None and domain is None:
+            raise ValueError(
+                f"{self._name}: `potential_fn` needs `domain=` (Binary(), Ordinal(S), "
+                "Categorical(K), or a dict of them by site name)."
+            )
+        if model is not None and domain is not None:
+            raise ValueError(
+                f"{self._name}: `domain` is for potential mode; a model's site domains "
+                "come from its distributions."
+            )
+        if step_size is not None and not (
+            isinstance(step_size, (int, float)) and 0 < step_size < float("inf")
+        ):
+            raise ValueError(
+                f"{self._name}: step_size must be a positive finite number, got {step_size!r}."
+            )
+        if not 0.0 < target_accept_prob < 1.0:
+            raise ValueError(
+                f"{self._name}: target_accept_prob must lie in (0, 1), got {target_accept_prob!r}."
+            )
+        self.model = model
+        self.potential_fn = potential_fn
+        self.transforms: dict = {}  # discrete values need no transform
+        self._domain = domain
+        self._step_size = step_size
+        self._adapt = self._adapt_default if adapt_step_size is None else adapt_step_size
+        self._rule = dk.StepSizeAdaptation(target_accept_prob=target_accept_prob)
+        self._exact_sites = tuple(exact_sites)
+        self._initial_params: dict | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._specs: tuple[LeafSpec, ...] | None = None
+        self._args: tuple = ()
+        self._kwargs: dict = {}
+        self._warmup_steps = 0
+        self._t = 0
+        self._state: dk.ChainState | None = None
+        self._returned: dict | None = None
+        self._adaptation = None
+        self._current_step_size = None
+        self._stats: dict[str, list] = {name: [] for name in STAT_NAMES}
+
+    # ------------------------------------------------------------------ Pyro protocol
+
+    @property
+    def initial_params(self) -> dict | None:
+        return self._initial_params
+
+    @initial_params.setter
+    def initial_params(self, params: dict | None) -> None:
+        self._initial_params = params
+
+    def setup(self, warmup_steps: int, *args, **kwargs) -> None:
+        """Find the sites, draw initial values from the prior when none are given, and cache
+        the log density and locals at them."""
+        stats = {name: [] for name in STAT_NAMES}
+        self._stats = stats
+        self._warmup_steps = int(warmup_steps)
+        self._t = 0
+        self._args, self._kwargs = args, kwargs
+        if self.model is None:
+            if not self._initial_params:
+                raise ValueError(
+                    f"{self._name}: with `potential_fn`, pass `initial_params` to MCMC "
+                    "(they fix the shape of every site)."
+                )
+            self._specs = leaf_specs_for_potential(self._domain, sorted(self._initial_params))
+        else:
+            model_trace = trace_model(self.model, args, kwargs)
+            self._specs = leaf_specs_for_model(self._name, model_trace, self._exact_sites)
+            if not self._initial_params:
+                self._initial_params = {
+                    s.name: model_trace.nodes[s.name]["value"].detach() for s in self._specs
+                }
+            unknown = sorted(set(self._initial_params) - {s.name for s in self._specs})
+            if unknown:
+                raise ValueError(
+                    f"initial_params: {unknown} are not discrete latent sites of the model."
+                )
+        step = torch.tensor(self._initial_step_size(), dtype=torch.get_default_dtype())
+        self._current_step_size = step
+        self._adaptation = dk.dual_averaging_init(step)
+        self._state = self._chain_state(self._initial_params)
+
+    def cleanup(self) -> None:
+        self._state = None
+
+    def logging(self) -> OrderedDict:
+        stats = self._stats
+        recent = stats["accept_prob"][-50:]
+        accept = sum(recent) / max(len(recent), 1)
+        return OrderedDict(
+            [
+                ("step size", f"{float(self._current_step_size):.3g}"),
+                ("acc. prob", f"{accept:.3f}"),
+            ]
+        )
+
+    def diagnostics(self) -> dict:
+        """Mean acceptance and, under ``sample_stats``, every statistic per sampling draw."""
+        start = self._warmup_steps
+        sample_stats = {
+            name: torch.tensor(values[start:], dtype=torch.get_default_dtype())
+            for name, values in self._stats.items()
+        }
+        accept = sample_stats["accept_prob"]
+        return {
+            "acceptance rate": float(accept.mean()) if accept.numel() else float("nan"),
+            "sample_stats": sample_stats,
+        }
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_state"] = None  # rebuilt by setup in the worker
+        return state
+
+    # ------------------------------------------------------------------ target
+
+    def _log_density(self) -> Callable:
+        if self.model is None:
+            return potential_log_density(self.potential_fn)
+        return model_log_density(self.model, self._args, self._kwargs)
+
+    def _local_fn(self) -> Callable:
+        return make_local_fn(self._log_density(), self._specs)
+
+    def _chain_state(self, params: dict) -> dk.ChainState:
+        leaves = tuple(to_internal(s, torch.as_tensor(params[s.name])) for s in self._specs)
+        f, local = self._local_fn()(leaves)
+        return dk.ChainState(leaves, f, local)
+
+    def clear_cache(self) -> None:
+        """Forget the cached log density and locals (the model's conditioning changed, e.g.
+        inside :class:`pyro_ext.Gibbs`); they are recomputed at the next step."""
+        self._returned = None
+
+    def _initial_step_size(self) -> float:
+        return self._step_size
+
+    # ------------------------------------------------------------------ sampling
+
+    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size):
+        raise NotImplementedError
+
+    def _noise_shapes(self, leaves: tuple) -> tuple:
+        raise NotImplementedError
+
+    def sample(self, params: dict) -> dict:
+        state = self._state
+        if self._returned is None or any(
+            params[s.name] is not self._returned[s.name] for s in self._specs
+        ):
+            # new conditioning or values set from outside: rebuild the cache
+            state = self._chain_state(params)
+        shapes = self._noise_shapes(state.x)
+        sizes = [math.prod(shape) for shape in shapes]
+        flat = torch.rand(sum(sizes) + 1, dtype=torch.get_default_dtype())
+        uniforms = tuple(u.reshape(shape) for u, shape in zip(flat[:-1].split(sizes), shapes))
+        step_size = self._current_step_size
+        state, info = self._core_step(state, uniforms, flat[-1], self._local_fn(), step_size)
+        if self._adapt and self._warmup_steps > 0:
+            self._adaptation, self._current_step_size = dk.step_size_adaptation_update(
+                self._adaptation,
+                step_size,
+                info.accept_prob,
+                torch.tensor(self._t),
+                self._warmup_steps,
+                self._rule,
+            )
+        self._t += 1
+        self._record(info, step_size, state.log_density)
+        self._state = state
+        returned = {
+            s.name: to_user(s, x, torch.as_tensor(params[s.name]))
+            for s, x in zip(self._specs, state.x)
+        }
+        self._returned = returned
+        return {**params, **returned}
+
+    def _record(self, info, step_size, log_density) -> None:
+        values = {
+            "accept_prob": info.accept_prob,
+            "accepted": info.accepted,
+            "step_size": step_size,
+            "hamming_distance": info.hamming_distance,
+            "lp": log_density,
+        }
+        for name, value in values.items():
+            self._stats[name].append(float(value))
+
+
+class _DLPKernel(_DiscreteKernel):
+    _metropolis = True
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        *,
+        potential_fn: Callable | None = None,
+        domain: Any = None,
+        step_size: float = 0.5,
+        adapt_step_size: bool | None = None,
+        target_accept_prob: float = 0.574,
+        preconditioner: dict | None = None,
+        exact_sites: Sequence[str] = (),
+    ) -> None:
+        if step_size is None:
+            raise ValueError(f"{self._name}: step_size must be a positive finite number.")
+        super().__init__(
+            model,
+            potential_fn=potential_fn,
+            domain=domain,
+            step_size=step_size,
+            adapt_step_size=adapt_step_size,
+            target_accept_prob=target_accept_prob,
+            exact_sites=exact_sites,
+        )
+        if preconditioner is not None and not isinstance(preconditioner, dict):
+            raise ValueError(f"{self._name}: preconditioner must be a dict {{site name: tensor}}.")
+        self._preconditioner = preconditioner
+
+    def _preconditioners(self) -> tuple | None:
+        if self._preconditioner is None:
+            return None
+        names = {s.name for s in self._specs}
+        unknown = sorted(set(self._preconditioner) - names)
+        if unknown:
+            raise ValueError(
+                f"{self._name}: preconditioner names unknown sites {unknown}; the discrete "
+                f"sites are {sorted(names)}."
+            )
+        out = []
+        for spec in self._specs:
+            value = self._preconditioner.get(spec.name)
+            if value is not None:
+                value = torch.as_tensor(value, dtype=torch.get_default_dtype())
+                if not bool((value > 0).all()):
+                    raise ValueError(
+                        f"{self._name}: preconditioner of '{spec.name}' must be positive."
+                    )
+            out.append(value)
+        return tuple(out)
+
+    def _noise_shapes(self, leaves: tuple) -> tuple:
+        return dk.dlp_noise_shapes([s.domain for s in self._specs], [x.shape for x in leaves])
+
+    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size):
+        return dk.dlp_step(
+            state,
+            uniforms,
+            accept_uniform,
+            local_fn=local_fn,
+            domains=[s.domain for s in self._specs],
+            is_table=[s.is_table for s in self._specs],
+            step_size=step_size,
+            balance=0.5,
+            preconditioner=self._preconditioners(),
+            metropolis=self._metropolis,
+        )
+
+
+class DMALA(_DLPKernel):
+    """Discrete Metropolis-adjusted Langevin algorithm (Zhang et al., 2022) for Pyro.
+
+    Every coordinate is proposed in parallel from the discrete Langevin proposal and the move
+    is MH corrected. One model evaluation with its gradient per step (the current one is
+    cached). Parameters as :class:`numpyro_ext.DMALA`; in potential mode ``potential_fn``
+    takes a dict of site values, ``domain`` is one domain or a dict by site name, and
+    ``initial_params`` (given to ``pyro.infer.MCMC``) fix the sites' shapes.
+    """
+
+    _name = "DMALA"
+    _adapt_default = True
+
+
+class DULA(_DLPKernel):
+    """The DMALA proposal without the MH step (biased; see :class:`numpyro_ext.DULA`)."""
+
+    _name = "DULA"
+    _metropolis = False
+
+
+class GWG(_DiscreteKernel):
+    """Gibbs with gradients (Grathwohl et al., 2021): one coordinate per step, MH corrected.
+    Parameters as :class:`numpyro_ext.GWG`."""
+
+    _name = "GWG"
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        *,
+        potential_fn: Callable | None = None,
+        domain: Any = None,
+        step_size: float | None = None,
+        exact_sites: Sequence[str] = (),
+    ) -> None:
+        super().__init__(
+            model,
+            potential_fn=potential_fn,
+            domain=domain,
+            step_size=step_size,
+            adapt_step_size=False,
+            exact_sites=exact_sites,
+        )
+
+    def _initial_step_size(self) -> float:
+        return float("inf") if self._step_size is None else self._step_size
+
+    def _noise_shapes(self, leaves: tuple) -> tuple:
+        return ((),)
+
+    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size):
+        return dk.gwg_step(
+            state,
+            uniforms[0],
+            accept_uniform,
+            local_fn=local_fn,
+            domains=[s.domain for s in self._specs],
+            is_table=[s.is_table for s in self._specs],
+            balance=0.5,
+            step_size=None if self._step_size is None else step_size,
+        )
+
+
+class DiscreteGibbs(_DiscreteKernel):
+    """One coordinate at a time, in a random order each sweep (Pyro has no such kernel).
+
+    Each coordinate is resampled from its exact conditional (``S`` model evaluations for
+    ``S`` candidate values), or with Liu's modified (Metropolised) or a random-walk
+    proposal. One MCMC draw is one sweep over every discrete coordinate. The update rule is
+    :func:`discrete_kernels.gibbs_site_proposal`.
+
+    Parameters
+    ----------
+    model, potential_fn, domain
+        As in :class:`DMALA`.
+    random_walk : bool
+        Uniform proposals over the coordinate's values, MH corrected.
+    modified : bool
+        Never propose the current value (Liu, 1996).
+    """
+
+    _name = "DiscreteGibbs"
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        *,
+        potential_fn: Callable | None = None,
+        domain: Any = None,
+        random_walk: bool = False,
+        modified: bool = False,
+    ) -> None:
+        super().__init__(model, potential_fn=potential_fn, domain=domain, step_size=None)
+        self._random_walk = random_walk
+        self._modified = modified
+
+    def _initial_step_size(self) -> float:
+        return float("nan")  # no step size
+
+    def _chain_state(self, params: dict) -> dk.ChainState:
+        leaves = tuple(to_internal(s, torch.as_tensor(params[s.name])) for s in self._specs)
+        f = self._log_density()({s.name: to_user(s, x) for s, x in zip(self._specs, leaves)})
+        f = f.detach()
+        return dk.ChainState(leaves, f, ())
+
+    def _noise_shapes(self, leaves: tuple) -> tuple:
+        total = sum(x.numel() for x in leaves)
+        return ((total,), (total,))
+
+    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size):
+        log_density = self._log_density()
+        leaves = [x.clone() for x in state.x]
+        f = state.log_density
+        coordinates = [(j, k) for j, x in enumerate(leaves) for k in range(x.numel())]
+        order = torch.randperm(len(coordinates))
+        propose_u, accept_u = uniforms
+        accept_probs, changed = [], 0
+        with torch.no_grad():
+            for position, c in enumerate(order.tolist()):
+                j, k = coordinates[c]
+                spec, x = self._specs[j], leaves[j]
+                flat = x.reshape(-1)
+                current = int(flat[k]) - spec.domain.low
+                weights = []
+                for v in range(spec.domain.num_values):
+                    if v == current:
+                        weights.append(f)
+                        continue
+                    candidate = flat.clone()
+                    candidate[k] = v + spec.domain.low
+                    values = {s.name: to_user(s, y) for s, y in zip(self._specs, leaves)}
+                    values[spec.name] = to_user(spec, candidate.reshape(x.shape))
+                    weights.append(log_density(values).detach())
+                weights = torch.stack([torch.as_tensor(w) for w in weights])
+                valid = _valid_candidates(spec, x, k)
+                proposal, log_ratio = dk.gibbs_site_proposal(
+                    weights,
+                    torch.tensor(current),
+                    propose_u[position],
+                    valid=valid,
+                    random_walk=self._random_walk,
+                    modified=self._modified,
+                )
+                accept_probs.append(dk.accept_probability(log_ratio))
+                if (
+                    bool(dk.metropolis_accept(log_ratio, accept_u[position]))
+                    and int(proposal) != current
+                ):
+                    flat = flat.clone()
+                    flat[k] = int(proposal) + spec.domain.low
+                    leaves[j] = flat.reshape(x.shape)
+                    f = weights[int(proposal)]
+                    changed += 1
+        mean_accept = torch.stack(accept_probs).mean()
+        info = dk.StepInfo(mean_accept, torch.tensor(changed > 0), torch.tensor(float(changed)))
+        return dk.ChainState(tuple(leaves), f, ()), info
+
+
+def _valid_candidates(spec: LeafSpec, x: torch.Tensor, flat_index: int) -> torch.Tensor | None:
+    """Candidates inside the bounds of one coordinate (ordinal sites with array bounds)."""
+    if not isinstance(spec.domain, dk.Ordinal):
+        return None
+    table = spec.domain.valid_candidates(x.to(torch.get_default_dtype()))
+    if table is None:
+        return None
+    table = torch.broadcast_to(table, tuple(x.shape) + (spec.domain.num_values,))
+    return table.reshape(-1, spec.domain.num_values)[flat_index]
