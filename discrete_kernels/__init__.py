@@ -5,6 +5,19 @@ Every function acts on arrays of any array-API library (numpy, jax.numpy under `
 callables supplied by the adapters (:mod:`numpyro_ext`, :mod:`pyro_ext`).
 """
 
+from .acs import (
+    ACSConfig,
+    ACSTunerState,
+    acs_finish_tuning,
+    acs_options,
+    acs_step_parameters,
+    acs_tuner_init,
+    acs_tuner_update,
+    acs_warmup_update,
+    cyclical_balance,
+    cyclical_step_size,
+    tuning_steps,
+)
 from .adaptation import (
     DualAveragingState,
     StepSizeAdaptation,
@@ -38,6 +51,17 @@ from .steps import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ACSConfig",
+    "ACSTunerState",
+    "acs_finish_tuning",
+    "acs_options",
+    "acs_step_parameters",
+    "acs_tuner_init",
+    "acs_tuner_update",
+    "acs_warmup_update",
+    "cyclical_balance",
+    "cyclical_step_size",
+    "tuning_steps",
     "Binary",
     "Categorical",
     "ChainState",

@@ -105,15 +105,16 @@ def _finish(
     log_q_forward: Array,
     log_q_reverse: Array,
     accept_uniform: Array,
-    metropolis: bool,
+    metropolis: bool | Array,
 ) -> tuple[ChainState, StepInfo]:
     xp = array_namespace(state.log_density)
     log_ratio = mh_log_ratio(state.log_density, proposal.log_density, log_q_forward, log_q_reverse)
-    if metropolis:
-        accept = metropolis_accept(log_ratio, accept_uniform)
-    else:
-        # unadjusted: always move, except to a state with unusable energy or gradient
-        accept = log_ratio > -xp.inf
+    # unadjusted: always move, except to a state with unusable energy or gradient
+    usable = log_ratio > -xp.inf
+    if isinstance(metropolis, bool):
+        accept = metropolis_accept(log_ratio, accept_uniform) if metropolis else usable
+    else:  # decided at run time (ACS burn-in)
+        accept = xp.where(metropolis, metropolis_accept(log_ratio, accept_uniform), usable)
     info = StepInfo(
         accept_probability(log_ratio),
         accept,
@@ -133,7 +134,7 @@ def dlp_step(
     step_size: Array | float,
     balance: Array | float = 0.5,
     preconditioner: Sequence[Array | float | None] | None = None,
-    metropolis: bool = True,
+    metropolis: bool | Array = True,
 ) -> tuple[ChainState, StepInfo]:
     """One DMALA (``metropolis=True``) or DULA (``metropolis=False``) transition.
 
@@ -150,7 +151,8 @@ def dlp_step(
     balance : scalar
         ``beta``; 1/2 for DULA/DMALA.
     preconditioner : per leaf, None or an array broadcastable to the leaf
-    metropolis : bool
+    metropolis : bool or boolean scalar array
+        Whether to apply the MH correction (an array when decided at run time).
 
     Returns
     -------

@@ -6,6 +6,16 @@
 
 from discrete_kernels.domains import Binary, Categorical, Ordinal
 
-from .kernels import DMALA, DULA, GWG, DLPState
+from .kernels import ACS, DMALA, DULA, GWG, ACSState, DLPState
 
-__all__ = ["DLPState", "DMALA", "DULA", "GWG", "Binary", "Categorical", "Ordinal"]
+__all__ = [
+    "ACS",
+    "ACSState",
+    "DLPState",
+    "DMALA",
+    "DULA",
+    "GWG",
+    "Binary",
+    "Categorical",
+    "Ordinal",
+]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -26,7 +27,7 @@ from ._target import (
     make_local_fn,
 )
 
-__all__ = ["DLPState", "DMALA", "DULA", "GWG"]
+__all__ = ["ACS", "ACSState", "DLPState", "DMALA", "DULA", "GWG"]
 
 
 class AdaptState(NamedTuple):
@@ -47,6 +48,7 @@ class DLPState(NamedTuple):
       probability an MH step would have had; DULA moves regardless).
     - **accepted** - whether the chain moved to the proposal.
     - **step_size** - the step size ``alpha`` that produced this draw.
+    - **balance** - the balance ``beta`` of that proposal (1/2 for DULA, DMALA and GWG).
     - **hamming_distance** - number of coordinates the proposal changed.
     - **local** - cached gradient or table of each leaf at ``z``.
     - **adapt_state** - :class:`AdaptState`.
@@ -59,9 +61,10 @@ class DLPState(NamedTuple):
     accept_prob: jax.Array
     accepted: jax.Array
     step_size: jax.Array
+    balance: jax.Array
     hamming_distance: jax.Array
     local: tuple
-    adapt_state: AdaptState
+    adapt_state: Any
     rng_key: jax.Array
 
 
@@ -82,6 +85,7 @@ class _DiscreteKernel(MCMCKernel):
 
     sample_field = "z"
     _name = "DiscreteKernel"
+    _state_cls = DLPState
     _adapt_default = True
 
     def __init__(
@@ -121,7 +125,7 @@ class _DiscreteKernel(MCMCKernel):
         self._potential_fn = potential_fn
         self._domain = domain
         self._step_size = step_size
-        self._adapt = self._adapt_default if adapt_step_size is None else adapt_step_size
+        self._adapt_enabled = self._adapt_default if adapt_step_size is None else adapt_step_size
         self._rule = dk.StepSizeAdaptation(target_accept_prob=target_accept_prob)
         self._exact_sites = tuple(exact_sites)
         # static metadata resolved at `init`
@@ -323,18 +327,46 @@ class _DiscreteKernel(MCMCKernel):
             ) from error
         step = jnp.asarray(self._initial_step_size(), dtype=jnp.result_type(float))
         zero = jnp.zeros((), dtype=step.dtype)
-        return DLPState(
+        adapt_state = self._initial_adapt_state(step)
+        return self._state_cls(
             i=jnp.zeros((), dtype=jnp.int32),
             z=z,
             potential_energy=-f,
             accept_prob=zero,
             accepted=jnp.zeros((), dtype=bool),
             step_size=step,
+            balance=jnp.full((), 0.5, dtype=step.dtype),
             hamming_distance=zero,
             local=local,
-            adapt_state=AdaptState(dk.dual_averaging_init(step), step),
+            adapt_state=adapt_state,
             rng_key=rng_key,
+            **self._extra_fields(adapt_state),
         )
+
+    def _initial_adapt_state(self, step: jax.Array) -> Any:
+        return AdaptState(dk.dual_averaging_init(step), step)
+
+    def _extra_fields(self, adapt_state: Any) -> dict:
+        """Fields a subclass's state adds to :class:`DLPState`."""
+        return {}
+
+    def _step_parameters(self, state: DLPState) -> tuple:
+        """``(step_size, balance, metropolis)`` of the next proposal."""
+        return state.adapt_state.next_step_size, 0.5, True
+
+    def _adapt(self, state: DLPState, info: dk.StepInfo, step_size: jax.Array) -> Any:
+        """The adaptation state after a step (dual averaging of the step size in warmup)."""
+        if not (self._adapt_enabled and self._num_warmup > 0):
+            return state.adapt_state
+        dual, next_step = dk.step_size_adaptation_update(
+            state.adapt_state.dual_averaging,
+            step_size,
+            info.accept_prob,
+            state.i,
+            self._num_warmup,
+            self._rule,
+        )
+        return AdaptState(dual, next_step)
 
     def _initial_step_size(self) -> float:
         return self._step_size
@@ -356,7 +388,7 @@ class _DiscreteKernel(MCMCKernel):
         f, local = self._local_fn(model_args, model_kwargs)(self._leaves(state.z))
         return state._replace(potential_energy=-f, local=local)
 
-    def _core_step(self, chain, uniforms, accept_uniform, local_fn, step_size):
+    def _core_step(self, chain, uniforms, accept_uniform, local_fn, step_size, balance, metropolis):
         raise NotImplementedError
 
     def _noise_shapes(self, leaves: tuple) -> tuple:
@@ -367,7 +399,7 @@ class _DiscreteKernel(MCMCKernel):
         leaves = self._leaves(state.z)
         rng_key, key_draw = random.split(state.rng_key)
         uniforms, accept_uniform = _uniforms(key_draw, self._noise_shapes(leaves))
-        step_size = state.adapt_state.next_step_size
+        step_size, balance, metropolis = self._step_parameters(state)
         chain = dk.ChainState(leaves, -state.potential_energy, state.local)
         chain, info = self._core_step(
             chain,
@@ -375,29 +407,23 @@ class _DiscreteKernel(MCMCKernel):
             accept_uniform,
             self._local_fn(model_args, model_kwargs),
             step_size,
+            balance,
+            metropolis,
         )
-        adapt_state = state.adapt_state
-        if self._adapt and self._num_warmup > 0:
-            dual, next_step = dk.step_size_adaptation_update(
-                adapt_state.dual_averaging,
-                step_size,
-                info.accept_prob,
-                state.i,
-                self._num_warmup,
-                self._rule,
-            )
-            adapt_state = AdaptState(dual, next_step)
-        return DLPState(
+        adapt_state = self._adapt(state, info, step_size)
+        return self._state_cls(
             i=state.i + 1,
             z=self._user_values(chain.x, state.z),
             potential_energy=-chain.log_density,
             accept_prob=info.accept_prob,
             accepted=info.accepted,
-            step_size=step_size,
+            step_size=jnp.asarray(step_size, dtype=state.step_size.dtype),
+            balance=jnp.asarray(balance, dtype=state.balance.dtype),
             hamming_distance=info.hamming_distance,
             local=chain.local,
             adapt_state=adapt_state,
             rng_key=rng_key,
+            **self._extra_fields(state.adapt_state),  # as used for this draw
         )
 
 
@@ -462,7 +488,10 @@ class _DLPKernel(_DiscreteKernel):
     def _noise_shapes(self, leaves: tuple) -> tuple:
         return dk.dlp_noise_shapes([s.domain for s in self._specs], [x.shape for x in leaves])
 
-    def _core_step(self, chain, uniforms, accept_uniform, local_fn, step_size):
+    def _step_parameters(self, state: DLPState) -> tuple:
+        return state.adapt_state.next_step_size, 0.5, self._metropolis
+
+    def _core_step(self, chain, uniforms, accept_uniform, local_fn, step_size, balance, metropolis):
         return dk.dlp_step(
             chain,
             uniforms,
@@ -471,9 +500,9 @@ class _DLPKernel(_DiscreteKernel):
             domains=[s.domain for s in self._specs],
             is_table=[s.is_table for s in self._specs],
             step_size=step_size,
-            balance=0.5,
+            balance=balance,
             preconditioner=self._preconditioners(),
-            metropolis=self._metropolis,
+            metropolis=metropolis,
         )
 
 
@@ -573,7 +602,7 @@ class GWG(_DiscreteKernel):
     def _noise_shapes(self, leaves: tuple) -> tuple:
         return ((),)  # one uniform picks the move
 
-    def _core_step(self, chain, uniforms, accept_uniform, local_fn, step_size):
+    def _core_step(self, chain, uniforms, accept_uniform, local_fn, step_size, balance, metropolis):
         return dk.gwg_step(
             chain,
             uniforms[0],
@@ -581,6 +610,156 @@ class GWG(_DiscreteKernel):
             local_fn=local_fn,
             domains=[s.domain for s in self._specs],
             is_table=[s.is_table for s in self._specs],
-            balance=0.5,
+            balance=balance,
             step_size=None if self._step_size is None else step_size,
         )
+
+
+class ACSState(NamedTuple):
+    """:class:`DLPState` plus **cycle_position**, ``k mod s`` of this draw's proposal
+    (the tuner state, :class:`discrete_kernels.acs.ACSTunerState`, is ``adapt_state``)."""
+
+    i: jax.Array
+    z: Any
+    potential_energy: jax.Array
+    accept_prob: jax.Array
+    accepted: jax.Array
+    step_size: jax.Array
+    balance: jax.Array
+    hamming_distance: jax.Array
+    local: tuple
+    adapt_state: Any
+    rng_key: jax.Array
+    cycle_position: jax.Array
+
+
+class ACS(_DLPKernel):
+    """Automatic cyclical scheduling (Pynadath et al.): DLP proposals whose step size
+    ``alpha_k`` and balance ``beta_k`` follow a cycle of ``steps_per_cycle`` steps, from large
+    exploratory moves (``alpha_max``, ``beta_max``) to local ones (``alpha_min``, 1/2), each
+    MH corrected, so the chain escapes local modes.
+
+    The cycle is tuned automatically during warmup (burn-in, EstimateAlpha for ``alpha_min``
+    and ``alpha_max``, EstimateBalSched; see :mod:`discrete_kernels.acs`), one proposal per
+    warmup step; ``discrete_kernels.acs.tuning_steps(config)`` steps in all (200 with the
+    defaults). A warmup shorter than that ends the tuning early with a warning. Or pass
+    ``alpha_max``, ``alpha_min`` and ``beta_schedule`` to skip the tuning.
+
+    Parameters
+    ----------
+    model, potential_fn, domain, exact_sites
+        As in :class:`DMALA`.
+    steps_per_cycle : int
+        ``s`` (8 by default; the paper uses 8 or 20).
+    beta_max : float
+        Balance of the largest step (0.95).
+    target_accept_prob : float
+        ``rho*`` of the tuning (0.5).
+    alpha_floor, alpha_ceil : float
+        Search range of the step sizes (0.05 and 5).
+    alpha_max, alpha_min, beta_schedule : optional
+        An explicit cycle (all three), used as given.
+    tuning : dict, optional
+        Other :class:`discrete_kernels.acs.ACSConfig` fields (burn-in lengths, candidates per
+        round, rounds, learning rate).
+    """
+
+    _name = "ACS"
+    _state_cls = ACSState
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        *,
+        potential_fn: Callable | None = None,
+        domain: Any = None,
+        steps_per_cycle: int = 8,
+        beta_max: float = 0.95,
+        target_accept_prob: float = 0.5,
+        alpha_floor: float = 0.05,
+        alpha_ceil: float = 5.0,
+        alpha_max: float | None = None,
+        alpha_min: float | None = None,
+        beta_schedule: Sequence[float] | None = None,
+        tuning: dict | None = None,
+        exact_sites: Sequence[str] = (),
+    ) -> None:
+        super().__init__(
+            model,
+            potential_fn=potential_fn,
+            domain=domain,
+            step_size=alpha_ceil,
+            adapt_step_size=False,
+            target_accept_prob=target_accept_prob,
+            exact_sites=exact_sites,
+        )
+        self._config, explicit = dk.acs_options(
+            steps_per_cycle,
+            beta_max,
+            target_accept_prob,
+            alpha_floor,
+            alpha_ceil,
+            alpha_max,
+            alpha_min,
+            beta_schedule,
+            tuning,
+        )
+        self._explicit = explicit is not None
+        self._cycle = explicit if self._explicit else (None, None, None)
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return super().default_fields + ("balance", "cycle_position")
+
+    @property
+    def config(self) -> dk.ACSConfig:
+        return self._config
+
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        needed = dk.tuning_steps(self._config)
+        if not self._explicit and num_warmup < needed:
+            warnings.warn(
+                f"ACS: num_warmup={num_warmup} is shorter than the {needed} steps the "
+                "automatic tuning takes; it will end early with rougher estimates of the "
+                "cycle (or pass alpha_max, alpha_min and beta_schedule).",
+                stacklevel=2,
+            )
+        return super().init(rng_key, num_warmup, init_params, model_args, model_kwargs)
+
+    def _initial_adapt_state(self, step: jax.Array) -> dk.ACSTunerState:
+        alpha_max, alpha_min, beta_schedule = self._cycle
+        state = dk.acs_tuner_init(
+            self._config,
+            step,
+            tuned=self._explicit,
+            alpha_max=alpha_max,
+            alpha_min=alpha_min,
+            beta_schedule=beta_schedule,
+        )
+        if not self._explicit and self._num_warmup == 0:
+            # no warmup to tune in: the naive cycle from (alpha_ceil, beta_max) down
+            state = dk.acs_finish_tuning(state, self._config)
+        return state
+
+    def _extra_fields(self, adapt_state: dk.ACSTunerState) -> dict:
+        return {"cycle_position": adapt_state.cycle_position % self._config.steps_per_cycle}
+
+    def _step_parameters(self, state: ACSState) -> tuple:
+        return dk.acs_step_parameters(state.adapt_state, self._config)
+
+    def _adapt(self, state: ACSState, info: dk.StepInfo, step_size: jax.Array) -> Any:
+        return dk.acs_warmup_update(
+            state.adapt_state, info.accept_prob, self._config, state.i, self._num_warmup
+        )
+
+    def schedule(self, state: ACSState) -> dict:
+        """The cycle in use: ``alpha`` and ``beta`` arrays of length ``steps_per_cycle``
+        (read it from ``mcmc.last_state`` after warmup)."""
+        tuner = state.adapt_state
+        k = jnp.arange(self._config.steps_per_cycle)
+        alpha = jax.vmap(
+            lambda position: dk.cyclical_step_size(
+                position, self._config.steps_per_cycle, tuner.alpha_max, tuner.alpha_min
+            )
+        )(k)
+        return {"alpha": alpha, "beta": tuner.beta_schedule, "tuned": tuner.phase == 5}

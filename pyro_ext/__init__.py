@@ -10,9 +10,10 @@ from discrete_kernels.domains import Binary, Categorical, Ordinal
 from ._target import discrete_sites
 from .arviz import to_arviz
 from .gibbs import Gibbs
-from .kernels import DMALA, DULA, GWG, DiscreteGibbs
+from .kernels import ACS, DMALA, DULA, GWG, DiscreteGibbs
 
 __all__ = [
+    "ACS",
     "DMALA",
     "DULA",
     "GWG",

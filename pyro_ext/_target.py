@@ -227,8 +227,13 @@ def make_local_fn(
                     continue
                 x = leaves[j]
                 batch = single_site_substitutions(spec.domain, x)
+                unchanged = (batch == x).reshape(len(batch), -1).all(-1)
+                # the current value of each coordinate needs no evaluation: it is f itself
                 table = torch.stack(
-                    [log_density(user_values(leaves, {j: value})).detach() for value in batch]
+                    [
+                        f.detach() if same else log_density(user_values(leaves, {j: value}))
+                        for value, same in zip(batch, unchanged.tolist())
+                    ]
                 )
                 locals_[j] = table.reshape(tuple(x.shape) + (spec.domain.num_values,))
         return f.detach(), tuple(locals_)

@@ -28,8 +28,10 @@ def to_arviz(mcmc: Any):
     samples = mcmc.get_samples(group_by_chain=True)
     posterior = {name: value.detach().cpu().numpy() for name, value in samples.items()}
     num_chains = next(iter(posterior.values())).shape[0]
-    per_chain = mcmc.diagnostics().get("sample_stats") or {}
-    stats_by_chain = [per_chain.get(f"chain {i}") for i in range(num_chains)]
+    # MCMC keeps each chain's kernel.diagnostics(); MCMC.diagnostics() would also compute
+    # Pyro's ESS of every site, whose memory grows with the square of the number of draws
+    chain_diagnostics = getattr(mcmc, "_diagnostics", None) or [None] * num_chains
+    stats_by_chain = [(d or {}).get("sample_stats") for d in chain_diagnostics]
     sample_stats = None
     if all(stats is not None for stats in stats_by_chain):
         rename = {"accept_prob": "acceptance_rate"}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,9 +26,9 @@ from ._target import (
     trace_model,
 )
 
-__all__ = ["DMALA", "DULA", "DiscreteGibbs", "GWG"]
+__all__ = ["ACS", "DMALA", "DULA", "DiscreteGibbs", "GWG"]
 
-STAT_NAMES = ("accept_prob", "accepted", "step_size", "hamming_distance", "lp")
+STAT_NAMES = ("accept_prob", "accepted", "step_size", "balance", "hamming_distance", "lp")
 
 
 class _DiscreteKernel(MCMCKernel):
@@ -74,7 +75,7 @@ class _DiscreteKernel(MCMCKernel):
         self.transforms: dict = {}  # discrete values need no transform
         self._domain = domain
         self._step_size = step_size
-        self._adapt = self._adapt_default if adapt_step_size is None else adapt_step_size
+        self._adapt_enabled = self._adapt_default if adapt_step_size is None else adapt_step_size
         self._rule = dk.StepSizeAdaptation(target_accept_prob=target_accept_prob)
         self._exact_sites = tuple(exact_sites)
         self._initial_params: dict | None = None
@@ -133,6 +134,8 @@ class _DiscreteKernel(MCMCKernel):
         self._current_step_size = step
         self._adaptation = dk.dual_averaging_init(step)
         self._state = self._chain_state(self._initial_params)
+        # MCMC starts from these very tensors: the cached state is valid for them
+        self._returned = {s.name: self._initial_params[s.name] for s in self._specs}
 
     def cleanup(self) -> None:
         self._state = None
@@ -191,7 +194,7 @@ class _DiscreteKernel(MCMCKernel):
 
     # ------------------------------------------------------------------ sampling
 
-    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size):
+    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size, balance, metropolis):
         raise NotImplementedError
 
     def _noise_shapes(self, leaves: tuple) -> tuple:
@@ -208,19 +211,14 @@ class _DiscreteKernel(MCMCKernel):
         sizes = [math.prod(shape) for shape in shapes]
         flat = torch.rand(sum(sizes) + 1, dtype=torch.get_default_dtype())
         uniforms = tuple(u.reshape(shape) for u, shape in zip(flat[:-1].split(sizes), shapes))
-        step_size = self._current_step_size
-        state, info = self._core_step(state, uniforms, flat[-1], self._local_fn(), step_size)
-        if self._adapt and self._warmup_steps > 0:
-            self._adaptation, self._current_step_size = dk.step_size_adaptation_update(
-                self._adaptation,
-                step_size,
-                info.accept_prob,
-                torch.tensor(self._t),
-                self._warmup_steps,
-                self._rule,
-            )
+        step_size, balance, metropolis = self._step_parameters()
+        state, info = self._core_step(
+            state, uniforms, flat[-1], self._local_fn(), step_size, balance, metropolis
+        )
+        extra = self._extra_stats()  # as used for this draw
+        self._adapt(info, step_size)
         self._t += 1
-        self._record(info, step_size, state.log_density)
+        self._record(info, step_size, state.log_density, balance, extra)
         self._state = state
         returned = {
             s.name: to_user(s, x, torch.as_tensor(params[s.name]))
@@ -229,16 +227,37 @@ class _DiscreteKernel(MCMCKernel):
         self._returned = returned
         return {**params, **returned}
 
-    def _record(self, info, step_size, log_density) -> None:
+    def _step_parameters(self) -> tuple:
+        """``(step_size, balance, metropolis)`` of the next proposal."""
+        return self._current_step_size, 0.5, True
+
+    def _adapt(self, info: dk.StepInfo, step_size) -> None:
+        """Dual averaging of the step size during the warmup steps counted since ``setup``."""
+        if self._adapt_enabled and self._warmup_steps > 0:
+            self._adaptation, self._current_step_size = dk.step_size_adaptation_update(
+                self._adaptation,
+                step_size,
+                info.accept_prob,
+                torch.tensor(self._t),
+                self._warmup_steps,
+                self._rule,
+            )
+
+    def _extra_stats(self) -> dict:
+        return {}
+
+    def _record(self, info, step_size, log_density, balance, extra) -> None:
         values = {
             "accept_prob": info.accept_prob,
             "accepted": info.accepted,
             "step_size": step_size,
+            "balance": balance,
             "hamming_distance": info.hamming_distance,
             "lp": log_density,
+            **extra,
         }
         for name, value in values.items():
-            self._stats[name].append(float(value))
+            self._stats.setdefault(name, []).append(float(value))
 
 
 class _DLPKernel(_DiscreteKernel):
@@ -296,7 +315,10 @@ class _DLPKernel(_DiscreteKernel):
     def _noise_shapes(self, leaves: tuple) -> tuple:
         return dk.dlp_noise_shapes([s.domain for s in self._specs], [x.shape for x in leaves])
 
-    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size):
+    def _step_parameters(self) -> tuple:
+        return self._current_step_size, 0.5, self._metropolis
+
+    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size, balance, metropolis):
         return dk.dlp_step(
             state,
             uniforms,
@@ -305,9 +327,9 @@ class _DLPKernel(_DiscreteKernel):
             domains=[s.domain for s in self._specs],
             is_table=[s.is_table for s in self._specs],
             step_size=step_size,
-            balance=0.5,
+            balance=balance,
             preconditioner=self._preconditioners(),
-            metropolis=self._metropolis,
+            metropolis=metropolis,
         )
 
 
@@ -362,7 +384,7 @@ class GWG(_DiscreteKernel):
     def _noise_shapes(self, leaves: tuple) -> tuple:
         return ((),)
 
-    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size):
+    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size, balance, metropolis):
         return dk.gwg_step(
             state,
             uniforms[0],
@@ -370,7 +392,7 @@ class GWG(_DiscreteKernel):
             local_fn=local_fn,
             domains=[s.domain for s in self._specs],
             is_table=[s.is_table for s in self._specs],
-            balance=0.5,
+            balance=balance,
             step_size=None if self._step_size is None else step_size,
         )
 
@@ -421,7 +443,7 @@ class DiscreteGibbs(_DiscreteKernel):
         total = sum(x.numel() for x in leaves)
         return ((total,), (total,))
 
-    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size):
+    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size, balance, metropolis):
         log_density = self._log_density()
         leaves = [x.clone() for x in state.x]
         f = state.log_density
@@ -479,3 +501,113 @@ def _valid_candidates(spec: LeafSpec, x: torch.Tensor, flat_index: int) -> torch
         return None
     table = torch.broadcast_to(table, tuple(x.shape) + (spec.domain.num_values,))
     return table.reshape(-1, spec.domain.num_values)[flat_index]
+
+
+class ACS(_DLPKernel):
+    """Automatic cyclical scheduling for Pyro: DLP proposals on a cycle of step sizes and
+    balances, tuned automatically during warmup (one proposal per warmup step). Options,
+    statistics and the tuning as :class:`numpyro_ext.ACS`; ``kernel.schedule()`` returns the
+    cycle in use."""
+
+    _name = "ACS"
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        *,
+        potential_fn: Callable | None = None,
+        domain: Any = None,
+        steps_per_cycle: int = 8,
+        beta_max: float = 0.95,
+        target_accept_prob: float = 0.5,
+        alpha_floor: float = 0.05,
+        alpha_ceil: float = 5.0,
+        alpha_max: float | None = None,
+        alpha_min: float | None = None,
+        beta_schedule: Sequence[float] | None = None,
+        tuning: dict | None = None,
+        exact_sites: Sequence[str] = (),
+    ) -> None:
+        super().__init__(
+            model,
+            potential_fn=potential_fn,
+            domain=domain,
+            step_size=alpha_ceil,
+            adapt_step_size=False,
+            target_accept_prob=target_accept_prob,
+            exact_sites=exact_sites,
+        )
+        self._config, self._cycle = dk.acs_options(
+            steps_per_cycle,
+            beta_max,
+            target_accept_prob,
+            alpha_floor,
+            alpha_ceil,
+            alpha_max,
+            alpha_min,
+            beta_schedule,
+            tuning,
+        )
+        self._tuner = None
+
+    @property
+    def config(self) -> dk.ACSConfig:
+        return self._config
+
+    def setup(self, warmup_steps: int, *args, **kwargs) -> None:
+        super().setup(warmup_steps, *args, **kwargs)
+        needed = dk.tuning_steps(self._config)
+        if self._cycle is None and warmup_steps < needed:
+            warnings.warn(
+                f"ACS: warmup_steps={warmup_steps} is shorter than the {needed} steps the "
+                "automatic tuning takes; it will end early with rougher estimates of the "
+                "cycle (or pass alpha_max, alpha_min and beta_schedule).",
+                stacklevel=2,
+            )
+        alpha_max, alpha_min, beta_schedule = self._cycle or (None, None, None)
+        like = torch.tensor(1.0, dtype=torch.get_default_dtype())
+        tuner = dk.acs_tuner_init(
+            self._config,
+            like,
+            tuned=self._cycle is not None,
+            alpha_max=alpha_max,
+            alpha_min=alpha_min,
+            beta_schedule=beta_schedule,
+        )
+        if self._cycle is None and warmup_steps == 0:
+            tuner = dk.acs_finish_tuning(tuner, self._config)
+        self._tuner = tuner
+
+    def _step_parameters(self) -> tuple:
+        return dk.acs_step_parameters(self._tuner, self._config)
+
+    def _adapt(self, info: dk.StepInfo, step_size) -> None:
+        self._tuner = dk.acs_warmup_update(
+            self._tuner,
+            info.accept_prob,
+            self._config,
+            torch.tensor(self._t),
+            self._warmup_steps,
+        )
+
+    def _extra_stats(self) -> dict:
+        return {"cycle_position": self._tuner.cycle_position % self._config.steps_per_cycle}
+
+    def logging(self) -> OrderedDict:
+        log = super().logging()
+        log["phase"] = (
+            "tuned" if int(self._tuner.phase) == 5 else f"tuning {int(self._tuner.phase)}"
+        )
+        return log
+
+    def schedule(self) -> dict:
+        """The cycle in use: ``alpha`` and ``beta`` tensors of length ``steps_per_cycle``."""
+        tuner = self._tuner
+        s = self._config.steps_per_cycle
+        alpha = torch.stack(
+            [
+                dk.cyclical_step_size(torch.tensor(k), s, tuner.alpha_max, tuner.alpha_min)
+                for k in range(s)
+            ]
+        )
+        return {"alpha": alpha, "beta": tuner.beta_schedule, "tuned": bool(tuner.phase == 5)}

@@ -1,0 +1,368 @@
+"""Automatic cyclical scheduling (ACS, Pynadath et al.): the cyclical step-size and balancing
+schedules and their automatic tuning, as a pure state machine driven one step at a time.
+
+The step of ACS is the DLP step with step size ``alpha_k`` and balance ``beta_k``
+(:func:`discrete_kernels.dlp_step`); this module only decides ``(alpha_k, beta_k)``.
+
+Tuning (Alg. 2-5 of the paper), one proposal per MCMC step, all inside warmup:
+
+0. burn-in without MH at ``(alpha_ceil, beta_max)`` (``burnin_steps``);
+1. burn-in with MH on a naive cycle from ``(alpha_ceil, beta_max)`` to ``(alpha_floor, 1/2)``
+   (``burnin_mh_steps``);
+2. EstimateAlpha for ``alpha_min`` at ``beta = 1/2``: rounds of ``num_candidates`` step sizes
+   searched upward from ``alpha_floor``;
+3. EstimateAlpha for ``alpha_max`` at ``beta_max``: the same, downward from ``alpha_ceil``;
+4. EstimateBalSched: for each position ``k = 1 .. s-1`` of the cycle, ``num_candidates``
+   balances on a grid of ``[1/2, beta_{k-1}]``, keeping the one of highest acceptance;
+5. done: the tuned cycle.
+
+Acceptance is the expected acceptance ``min(1, exp(log A))`` of each proposal, not the realised
+rate. Unlike Alg. 4-5, where the chain jumps to the proposal of the best candidate, here the
+chain moves by the usual MH rule throughout phases 1-4, so it stays a valid MCMC chain.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from ._xp import Array, array_namespace
+
+__all__ = [
+    "ACSConfig",
+    "ACSTunerState",
+    "acs_finish_tuning",
+    "acs_options",
+    "acs_step_parameters",
+    "acs_tuner_init",
+    "acs_tuner_update",
+    "acs_warmup_update",
+    "cyclical_balance",
+    "cyclical_step_size",
+    "tuning_steps",
+]
+
+BURNIN, BURNIN_MH, ALPHA_MIN, ALPHA_MAX, BALANCE, DONE = range(6)
+
+
+class ACSConfig(NamedTuple):
+    """Static settings of the schedule and its tuning (defaults from the paper and its code)."""
+
+    steps_per_cycle: int = 8
+    beta_max: float = 0.95
+    target_accept_prob: float = 0.5
+    alpha_floor: float = 0.05
+    alpha_ceil: float = 5.0
+    burnin_steps: int = 50
+    burnin_mh_steps: int = 50
+    num_candidates: int = 5
+    alpha_rounds: int = 5
+    learning_rate: float = 0.5
+
+
+def tuning_steps(config: ACSConfig) -> int:
+    """Number of MCMC steps the tuning takes (each is one log-density evaluation)."""
+    alpha = 2 * config.alpha_rounds * config.num_candidates
+    balance = (config.steps_per_cycle - 1) * config.num_candidates
+    return config.burnin_steps + config.burnin_mh_steps + alpha + balance
+
+
+def cyclical_step_size(k: Array, steps_per_cycle: int, alpha_max: Array, alpha_min: Array):
+    """``alpha_k = max(alpha_max / 2 * (cos(pi * (k mod s) / s) + 1), alpha_min)`` (Eq. 8)."""
+    xp = array_namespace(alpha_max)
+    position = xp.astype(k % steps_per_cycle, alpha_max.dtype)
+    alpha = alpha_max / 2 * (xp.cos(math.pi * position / steps_per_cycle) + 1)
+    return xp.maximum(alpha, alpha_min)
+
+
+def cyclical_balance(k: Array, beta_schedule: Array) -> Array:
+    """``beta_k = beta_schedule[k mod s]``."""
+    xp = array_namespace(beta_schedule)
+    s = beta_schedule.shape[0]
+    return xp.sum(xp.where(xp.arange(s) == k % s, beta_schedule, xp.zeros_like(beta_schedule)))
+
+
+class ACSTunerState(NamedTuple):
+    """Tuner state; every field is an array (scalars unless noted).
+
+    - **phase** - 0..5, see the module docstring; **count** - steps taken in this phase.
+    - **alpha_min**, **alpha_max** - current estimates (the search bounds of Alg. 4).
+    - **rho** - acceptance of the best candidate of the last round (``rho_cur``).
+    - **best_gap**, **best_value**, **best_accept** - the best candidate of the current round.
+    - **beta_schedule** - (s,) balances; **cycle_position** - ``k`` of the running cycle.
+    """
+
+    phase: Array
+    count: Array
+    alpha_min: Array
+    alpha_max: Array
+    rho: Array
+    best_gap: Array
+    best_value: Array
+    best_accept: Array
+    beta_schedule: Array
+    cycle_position: Array
+
+
+def acs_tuner_init(
+    config: ACSConfig,
+    like: Array,
+    tuned: bool = False,
+    alpha_max: float | None = None,
+    alpha_min: float | None = None,
+    beta_schedule=None,
+) -> ACSTunerState:
+    """Initial tuner state; ``tuned=True`` with explicit schedules skips the tuning.
+
+    ``like`` is any float array of the backend and dtype to use.
+    """
+    xp = array_namespace(like)
+    dtype = like.dtype
+    s = config.steps_per_cycle
+    scalar = lambda v: xp.asarray(v, dtype=dtype)  # noqa: E731
+    if beta_schedule is None:
+        beta = xp.full((s,), config.beta_max, dtype=dtype)
+    else:
+        beta = xp.asarray(beta_schedule, dtype=dtype)
+    return ACSTunerState(
+        phase=xp.asarray(DONE if tuned else BURNIN),
+        count=xp.asarray(0),
+        alpha_min=scalar(config.alpha_floor if alpha_min is None else alpha_min),
+        alpha_max=scalar(config.alpha_ceil if alpha_max is None else alpha_max),
+        rho=scalar(0.0),
+        best_gap=scalar(math.inf),
+        best_value=scalar(0.0),
+        best_accept=scalar(-1.0),
+        beta_schedule=beta,
+        cycle_position=xp.asarray(0),
+    )
+
+
+def _linspace_point(low: Array, high: Array, index: Array, num: int) -> Array:
+    xp = array_namespace(low)
+    if num == 1:
+        return high
+    return low + (high - low) * xp.astype(index, low.dtype) / (num - 1)
+
+
+def _alpha_candidate(state: ACSTunerState, config: ACSConfig, maximum: bool) -> Array:
+    """Candidate step size of this step in an EstimateAlpha round (Alg. 4)."""
+    xp = array_namespace(state.alpha_min)
+    t = config.num_candidates
+    index = state.count % t
+    gap = xp.abs(config.target_accept_prob - state.rho)
+    if maximum:
+        bound = state.alpha_max
+        proposal = bound * (1 - config.learning_rate * gap)
+        return _linspace_point(proposal, bound, index, t)
+    bound = state.alpha_min
+    proposal = bound * (1 + config.learning_rate * gap)
+    return _linspace_point(bound, proposal, index, t)
+
+
+def _balance_candidate(state: ACSTunerState, config: ACSConfig) -> tuple[Array, Array]:
+    """Cycle position being tuned and its candidate balance (Alg. 5)."""
+    t = config.num_candidates
+    position = state.count // t + 1  # 1 .. s-1
+    ceiling = cyclical_balance(position - 1, state.beta_schedule)
+    beta = _linspace_point(0.5 + 0.0 * ceiling, ceiling, state.count % t, t)
+    return position, beta
+
+
+def acs_step_parameters(state: ACSTunerState, config: ACSConfig) -> tuple[Array, Array, Array]:
+    """``(alpha, beta, metropolis)`` for the next step: ``metropolis`` is False only in the
+    burn-in without MH correction."""
+    xp = array_namespace(state.alpha_min)
+    s = config.steps_per_cycle
+    ceil = xp.asarray(config.alpha_ceil, dtype=state.alpha_min.dtype)
+    floor = xp.asarray(config.alpha_floor, dtype=state.alpha_min.dtype)
+    half = xp.asarray(0.5, dtype=state.alpha_min.dtype)
+    beta_max = xp.asarray(config.beta_max, dtype=state.alpha_min.dtype)
+    # phase 1: naive cycle, alpha from ceil to floor and beta from beta_max to 1/2 (Eq. 8)
+    naive_alpha = cyclical_step_size(state.count, s, ceil, floor)
+    naive_beta = xp.maximum(cyclical_step_size(state.count, s, beta_max, half), half)
+    _, balance_beta = _balance_candidate(state, config)
+    balance_position = state.count // config.num_candidates + 1
+    cycle_alpha = cyclical_step_size(state.cycle_position, s, state.alpha_max, state.alpha_min)
+    cycle_beta = cyclical_balance(state.cycle_position, state.beta_schedule)
+    alphas = [
+        ceil,
+        naive_alpha,
+        _alpha_candidate(state, config, maximum=False),
+        _alpha_candidate(state, config, maximum=True),
+        cyclical_step_size(balance_position, s, state.alpha_max, state.alpha_min),
+        cycle_alpha,
+    ]
+    betas = [beta_max, naive_beta, half, beta_max, balance_beta, cycle_beta]
+    alpha = _select(state.phase, alphas)
+    beta = _select(state.phase, betas)
+    return alpha, beta, state.phase != BURNIN
+
+
+def _select(phase: Array, values: list[Array]) -> Array:
+    xp = array_namespace(values[0])
+    out = values[-1]
+    for index in range(len(values) - 2, -1, -1):
+        out = xp.where(phase == index, values[index], out)
+    return out
+
+
+def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig) -> ACSTunerState:
+    """Advance the tuner after a step with the parameters of :func:`acs_step_parameters`,
+    whose proposal had expected acceptance ``accept_prob``."""
+    xp = array_namespace(state.alpha_min)
+    t = config.num_candidates
+    s = config.steps_per_cycle
+    target = config.target_accept_prob
+    phase, count = state.phase, state.count + 1
+    alpha, beta, _ = acs_step_parameters(state, config)
+    accept_prob = xp.where(xp.isnan(accept_prob), xp.zeros_like(accept_prob), accept_prob)
+
+    in_alpha = (phase == ALPHA_MIN) | (phase == ALPHA_MAX)
+    in_balance = phase == BALANCE
+    # best candidate of the round: closest to the target (alpha), highest acceptance (beta)
+    gap = xp.abs(accept_prob - target)
+    better_alpha = in_alpha & (gap < state.best_gap)
+    better_beta = in_balance & (accept_prob > state.best_accept)
+    better = better_alpha | better_beta
+    best_gap = xp.where(better_alpha, gap, state.best_gap)
+    best_accept = xp.where(better, accept_prob, state.best_accept)
+    best_value = xp.where(better_alpha, alpha, xp.where(better_beta, beta, state.best_value))
+
+    round_done = (count % t == 0) & (in_alpha | in_balance)
+    alpha_min = xp.where(round_done & (phase == ALPHA_MIN), best_value, state.alpha_min)
+    alpha_max = xp.where(round_done & (phase == ALPHA_MAX), best_value, state.alpha_max)
+    rho = xp.where(round_done & in_alpha, best_accept, state.rho)
+    position = count // t  # the position whose round just ended is count // t
+    beta_schedule = xp.where(
+        round_done & in_balance & (xp.arange(s) == position), best_value, state.beta_schedule
+    )
+    # a new round starts from scratch
+    best_gap = xp.where(round_done, xp.full_like(best_gap, math.inf), best_gap)
+    best_accept = xp.where(round_done, xp.full_like(best_accept, -1.0), best_accept)
+
+    phase_length = [
+        config.burnin_steps,
+        config.burnin_mh_steps,
+        config.alpha_rounds * t,
+        config.alpha_rounds * t,
+        (s - 1) * t,
+    ]
+    length = _select(phase, [xp.asarray(n) for n in phase_length] + [xp.asarray(-1)])
+    advance = (count == length) & (phase != DONE)
+    new_phase = xp.where(advance, phase + 1, phase)
+    # entering a new EstimateAlpha search: its acceptance memory starts at 0 (Alg. 4, line 1)
+    rho = xp.where(advance & (phase == ALPHA_MIN), xp.zeros_like(rho), rho)
+    # entering the balance search or the final cycle: make alpha_min <= alpha_max
+    entering_balance = advance & (phase == ALPHA_MAX)
+    low = xp.minimum(alpha_min, alpha_max)
+    high = xp.maximum(alpha_min, alpha_max)
+    alpha_min = xp.where(entering_balance, low, alpha_min)
+    alpha_max = xp.where(entering_balance, high, alpha_max)
+    beta_schedule = xp.where(
+        entering_balance & (xp.arange(s) == 0),
+        xp.full_like(beta_schedule, config.beta_max),
+        beta_schedule,
+    )
+    count = xp.where(advance, xp.zeros_like(count), count)
+    cycle_position = xp.where(phase == DONE, state.cycle_position + 1, state.cycle_position)
+    return ACSTunerState(
+        phase=new_phase,
+        count=count,
+        alpha_min=alpha_min,
+        alpha_max=alpha_max,
+        rho=rho,
+        best_gap=best_gap,
+        best_value=best_value,
+        best_accept=best_accept,
+        beta_schedule=beta_schedule,
+        cycle_position=cycle_position,
+    )
+
+
+def acs_finish_tuning(state: ACSTunerState, config: ACSConfig) -> ACSTunerState:
+    """End the tuning now (warmup too short for the budget): keep the estimates so far, with
+    ``alpha_min <= alpha_max`` and a non-increasing balance schedule, and start the cycle."""
+    xp = array_namespace(state.alpha_min)
+    s = config.steps_per_cycle
+    low = xp.minimum(state.alpha_min, state.alpha_max)
+    high = xp.maximum(state.alpha_min, state.alpha_max)
+    # positions not tuned yet keep beta_max: replace by the running minimum (non-increasing)
+    beta = state.beta_schedule
+    running = [beta[0]]
+    for k in range(1, s):
+        running.append(xp.minimum(running[-1], beta[k]))
+    beta = xp.stack(running)
+    return state._replace(
+        phase=xp.asarray(DONE),
+        count=xp.zeros_like(state.count),
+        alpha_min=low,
+        alpha_max=high,
+        beta_schedule=beta,
+        cycle_position=xp.zeros_like(state.cycle_position),
+    )
+
+
+def acs_warmup_update(
+    state: ACSTunerState,
+    accept_prob: Array,
+    config: ACSConfig,
+    iteration: Array,
+    num_warmup: int,
+) -> ACSTunerState:
+    """:func:`acs_tuner_update`, and at the last warmup step (``iteration == num_warmup - 1``)
+    :func:`acs_finish_tuning` if the tuning has not finished, so sampling always follows a
+    fixed cycle."""
+    xp = array_namespace(state.alpha_min)
+    updated = acs_tuner_update(state, accept_prob, config)
+    finished = acs_finish_tuning(updated, config)
+    force = (iteration == num_warmup - 1) & (updated.phase != DONE)
+    return ACSTunerState(*(xp.where(force, f, u) for f, u in zip(finished, updated)))
+
+
+def acs_options(
+    steps_per_cycle: int = 8,
+    beta_max: float = 0.95,
+    target_accept_prob: float = 0.5,
+    alpha_floor: float = 0.05,
+    alpha_ceil: float = 5.0,
+    alpha_max: float | None = None,
+    alpha_min: float | None = None,
+    beta_schedule=None,
+    tuning: dict | None = None,
+) -> tuple[ACSConfig, tuple | None]:
+    """Validate the options of an ACS kernel; returns the config and the explicit cycle
+    ``(alpha_max, alpha_min, beta_schedule)`` or None when it is to be tuned."""
+    if int(steps_per_cycle) != steps_per_cycle or steps_per_cycle < 2:
+        raise ValueError(f"ACS: steps_per_cycle must be an integer >= 2, got {steps_per_cycle!r}.")
+    if not 0.5 <= beta_max < 1.0:
+        raise ValueError(f"ACS: beta_max must lie in [0.5, 1), got {beta_max!r}.")
+    if not 0.0 < target_accept_prob < 1.0:
+        raise ValueError(f"ACS: target_accept_prob must lie in (0, 1), got {target_accept_prob!r}.")
+    if not 0 < alpha_floor < alpha_ceil:
+        raise ValueError(
+            f"ACS: need 0 < alpha_floor < alpha_ceil, got {alpha_floor!r}, {alpha_ceil!r}."
+        )
+    config = ACSConfig(
+        steps_per_cycle=int(steps_per_cycle),
+        beta_max=beta_max,
+        target_accept_prob=target_accept_prob,
+        alpha_floor=alpha_floor,
+        alpha_ceil=alpha_ceil,
+        **(tuning or {}),
+    )
+    given = [alpha_max is not None, alpha_min is not None, beta_schedule is not None]
+    if not any(given):
+        return config, None
+    if not all(given):
+        raise ValueError(
+            "ACS: an explicit cycle needs all of alpha_max, alpha_min and beta_schedule."
+        )
+    if not 0 < alpha_min <= alpha_max:
+        raise ValueError(f"ACS: need 0 < alpha_min <= alpha_max, got {alpha_min!r}, {alpha_max!r}.")
+    beta_schedule = [float(b) for b in beta_schedule]
+    if len(beta_schedule) != steps_per_cycle or not all(0.5 <= b < 1.0 for b in beta_schedule):
+        raise ValueError(
+            f"ACS: beta_schedule must have steps_per_cycle = {steps_per_cycle} values in [0.5, 1)."
+        )
+    return config, (float(alpha_max), float(alpha_min), beta_schedule)
