@@ -12,7 +12,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize(
     "script",
-    ["examples/binary_bnn.py", "examples/variable_selection.py", "benchmarks/ising_numpyro.py"],
+    [
+        "examples/binary_bnn.py",
+        "examples/variable_selection.py",
+        "examples/multimodal_acs.py",
+        "examples/pyro_mixture.py",
+        "benchmarks/ising_numpyro.py",
+    ],
 )
 def test_script_runs(script):
     args = [sys.executable, str(ROOT / script), "--quick"]
