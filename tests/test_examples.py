@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
         "examples/multimodal_acs.py",
         "examples/pyro_mixture.py",
         "benchmarks/ising_numpyro.py",
+        "benchmarks/rbm_acs.py",
     ],
 )
 def test_script_runs(script):
