@@ -18,6 +18,7 @@ from numpyro.infer.util import _prepare_model_for_potential, potential_energy
 from numpyro.util import identity, is_prng_key
 
 import discrete_kernels as dk
+from discrete_kernels.options import check_kernel_options
 
 from ._target import (
     ONE_HOT_GRADIENT,
@@ -99,28 +100,15 @@ class _DiscreteKernel(MCMCKernel):
         target_accept_prob: float = 0.574,
         exact_sites: Sequence[str] = (),
     ) -> None:
-        if (model is None) == (potential_fn is None):
-            raise ValueError(f"{self._name}: give exactly one of `model` or `potential_fn`.")
-        if potential_fn is not None and domain is None:
-            raise ValueError(
-                f"{self._name}: `potential_fn` needs `domain=` (Binary(), Ordinal(S), "
-                "Categorical(K), or a pytree of them matching init_params)."
-            )
-        if model is not None and domain is not None:
-            raise ValueError(
-                f"{self._name}: `domain` is for potential mode; a model's site domains "
-                "come from its distributions."
-            )
-        if step_size is not None and not (
-            isinstance(step_size, (int, float)) and 0 < step_size < float("inf")
-        ):
-            raise ValueError(
-                f"{self._name}: step_size must be a positive finite number, got {step_size!r}."
-            )
-        if not 0.0 < target_accept_prob < 1.0:
-            raise ValueError(
-                f"{self._name}: target_accept_prob must lie in (0, 1), got {target_accept_prob!r}."
-            )
+        check_kernel_options(
+            self._name,
+            model,
+            potential_fn,
+            domain,
+            step_size,
+            target_accept_prob,
+            "a pytree of them matching init_params",
+        )
         self._model = model
         self._potential_fn = potential_fn
         self._domain = domain

@@ -13,6 +13,7 @@ import torch
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
 import discrete_kernels as dk
+from discrete_kernels.options import check_kernel_options
 
 from ._target import (
     LeafSpec,
@@ -48,28 +49,15 @@ class _DiscreteKernel(MCMCKernel):
         target_accept_prob: float = 0.574,
         exact_sites: Sequence[str] = (),
     ) -> None:
-        if (model is None) == (potential_fn is None):
-            raise ValueError(f"{self._name}: give exactly one of `model` or `potential_fn`.")
-        if potential_fn is not None and domain is None:
-            raise ValueError(
-                f"{self._name}: `potential_fn` needs `domain=` (Binary(), Ordinal(S), "
-                "Categorical(K), or a dict of them by site name)."
-            )
-        if model is not None and domain is not None:
-            raise ValueError(
-                f"{self._name}: `domain` is for potential mode; a model's site domains "
-                "come from its distributions."
-            )
-        if step_size is not None and not (
-            isinstance(step_size, (int, float)) and 0 < step_size < float("inf")
-        ):
-            raise ValueError(
-                f"{self._name}: step_size must be a positive finite number, got {step_size!r}."
-            )
-        if not 0.0 < target_accept_prob < 1.0:
-            raise ValueError(
-                f"{self._name}: target_accept_prob must lie in (0, 1), got {target_accept_prob!r}."
-            )
+        check_kernel_options(
+            self._name,
+            model,
+            potential_fn,
+            domain,
+            step_size,
+            target_accept_prob,
+            "a dict of them by site name",
+        )
         self.model = model
         self.potential_fn = potential_fn
         self.transforms: dict = {}  # discrete values need no transform
