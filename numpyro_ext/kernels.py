@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -376,11 +377,13 @@ class _DiscreteKernel(MCMCKernel):
         f, local = self._local_fn(model_args, model_kwargs)(self._leaves(state.z))
         return state._replace(potential_energy=-f, local=local)
 
+    @abstractmethod
     def _core_step(self, chain, uniforms, accept_uniform, local_fn, step_size, balance, metropolis):
-        raise NotImplementedError
+        """One transition of the core: ``(ChainState, StepInfo)``."""
 
+    @abstractmethod
     def _noise_shapes(self, leaves: tuple) -> tuple:
-        raise NotImplementedError
+        """Shapes of the proposal uniforms of one step."""
 
     def _sample_one(self, state: DLPState, model_args, model_kwargs) -> DLPState:
         model_kwargs = {} if model_kwargs is None else model_kwargs

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -182,11 +183,13 @@ class _DiscreteKernel(MCMCKernel):
 
     # ------------------------------------------------------------------ sampling
 
+    @abstractmethod
     def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size, balance, metropolis):
-        raise NotImplementedError
+        """One transition of the core: ``(ChainState, StepInfo)``."""
 
+    @abstractmethod
     def _noise_shapes(self, leaves: tuple) -> tuple:
-        raise NotImplementedError
+        """Shapes of the proposal uniforms of one step."""
 
     def sample(self, params: dict) -> dict:
         state = self._state
