@@ -8,7 +8,6 @@ domains, and evaluates the log density with ``jax.value_and_grad`` or, for table
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -18,30 +17,21 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
 from discrete_kernels import Binary, Categorical, Domain, Ordinal, as_domain
+from discrete_kernels.leaves import (
+    EXACT,
+    GRADIENT,
+    ONE_HOT_GRADIENT,
+    LeafSpec,
+    check_discrete_sites,
+    ordinal_from_bounds,
+    unsupported_site_error,
+)
 from discrete_kernels.proposals import single_site_substitutions
-
-# How a leaf's local information is computed:
-GRADIENT = "gradient"  # d f / d value of the relaxed f; local has the leaf's shape
-ONE_HOT_GRADIENT = "one_hot_gradient"  # d f / d one-hot (potential mode); a table
-EXACT = "exact"  # f at every single-site change, batched; a table
 
 SUPPORTED = (
     "Bernoulli, Binomial, BetaBinomial, Categorical, DiscreteUniform and other "
     "distributions with a finite integer support"
 )
-
-
-@dataclass(frozen=True, eq=False)
-class LeafSpec:
-    """Static description of one leaf: its name, domain and how its locals are evaluated."""
-
-    name: Any
-    domain: Domain
-    mode: str
-
-    @property
-    def is_table(self) -> bool:
-        return self.mode != GRADIENT
 
 
 def _unwrap_distribution(fn: Any) -> Any:
@@ -78,29 +68,8 @@ def domain_of_site(name: str, site: dict) -> Domain:
     if isinstance(support, type(constraints.integer_interval(0, 1))):
         lower = _static(support.lower_bound, name, "lower bound")
         upper = _static(support.upper_bound, name, "upper bound")
-        low, high = int(lower.min()), int(upper.max())
-        if high <= low:
-            raise ValueError(f"Site '{name}' has a single value; nothing to sample.")
-        uniform_bounds = lower.min() == lower.max() and upper.min() == upper.max()
-        return Ordinal(
-            high - low + 1,
-            low,
-            lower=None if uniform_bounds else lower,
-            upper=None if uniform_bounds else upper,
-        )
-    raise ValueError(
-        f"Site '{name}' has distribution {type(fn).__name__} with support {fn.support}, "
-        f"which these kernels cannot sample; supported: {SUPPORTED}."
-    )
-
-
-def continuous_sites_error(kernel_name: str, names: Sequence[str]) -> ValueError:
-    return ValueError(
-        f"{kernel_name} samples discrete sites only, but the model has continuous latent "
-        f"sites {list(names)}. Use it as a block of numpyro.infer.Gibbs, e.g. "
-        f"Gibbs([({kernel_name}(model), discrete_latent_sites), (NUTS(model), None)]), "
-        "or condition on those sites."
-    )
+        return ordinal_from_bounds(name, lower, upper)
+    raise unsupported_site_error(name, fn, SUPPORTED)
 
 
 def leaf_specs_for_model(
@@ -115,21 +84,16 @@ def leaf_specs_for_model(
         and site["infer"].get("enumerate", "") != "parallel"
     ]
     discrete = [n for n in latent if model_trace[n]["fn"].support.is_discrete]
-    continuous = [n for n in latent if n not in discrete]
-    if continuous:
-        raise continuous_sites_error(kernel_name, continuous)
-    if not discrete:
-        raise ValueError(
-            f"{kernel_name} found no discrete latent site in the model (observed sites and "
-            "sites marked infer={'enumerate': 'parallel'} do not count); supported: "
-            f"{SUPPORTED}."
-        )
-    unknown = sorted(set(exact_sites) - set(discrete))
-    if unknown:
-        raise ValueError(
-            f"exact_sites: {unknown} are not discrete latent sites of the model; "
-            f"the discrete latent sites are {discrete}."
-        )
+    check_discrete_sites(
+        kernel_name,
+        latent,
+        discrete,
+        exact_sites,
+        gibbs="numpyro.infer.Gibbs",
+        selector="discrete_latent_sites",
+        not_counted="observed sites and sites marked infer={'enumerate': 'parallel'}",
+        supported=SUPPORTED,
+    )
     specs = []
     for name in discrete:
         domain = domain_of_site(name, model_trace[name])

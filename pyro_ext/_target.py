@@ -8,7 +8,6 @@ at every single-site substitution the core builds.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyro.distributions as dist
@@ -17,30 +16,22 @@ from pyro import poutine
 from pyro.poutine.util import site_is_subsample
 from torch.distributions import constraints
 
-from discrete_kernels import Binary, Categorical, Domain, Ordinal, as_domain
+from discrete_kernels import Binary, Categorical, Domain, as_domain
+from discrete_kernels.leaves import (
+    EXACT,
+    GRADIENT,
+    ONE_HOT_GRADIENT,
+    LeafSpec,
+    check_discrete_sites,
+    ordinal_from_bounds,
+    unsupported_site_error,
+)
 from discrete_kernels.proposals import single_site_substitutions
-
-GRADIENT = "gradient"  # d f / d value of the relaxed f; local has the leaf's shape
-ONE_HOT_GRADIENT = "one_hot_gradient"  # value is one-hot (OneHotCategorical); a table
-EXACT = "exact"  # f at every single-site change; a table
 
 SUPPORTED = (
     "Bernoulli, Binomial, Categorical, OneHotCategorical and other distributions with a "
     "finite integer support"
 )
-
-
-@dataclass(frozen=True, eq=False)
-class LeafSpec:
-    """Static description of one leaf: its name, domain and how its locals are evaluated."""
-
-    name: str
-    domain: Domain
-    mode: str
-
-    @property
-    def is_table(self) -> bool:
-        return self.mode != GRADIENT
 
 
 def _unwrap_distribution(fn: Any) -> Any:
@@ -67,32 +58,10 @@ def domain_of_site(name: str, site: dict) -> tuple[Domain, str]:
     if support is constraints.boolean:
         return Binary(), GRADIENT
     if isinstance(support, constraints.integer_interval):
-        lower = torch.as_tensor(support.lower_bound).detach()
-        upper = torch.as_tensor(support.upper_bound).detach()
-        low, high = int(lower.min()), int(upper.max())
-        if high <= low:
-            raise ValueError(f"Site '{name}' has a single value; nothing to sample.")
-        uniform = bool(lower.min() == lower.max()) and bool(upper.min() == upper.max())
-        domain = Ordinal(
-            high - low + 1,
-            low,
-            lower=None if uniform else lower.numpy(),
-            upper=None if uniform else upper.numpy(),
-        )
-        return domain, GRADIENT
-    raise ValueError(
-        f"Site '{name}' has distribution {type(fn).__name__} with support {fn.support}, "
-        f"which these kernels cannot sample; supported: {SUPPORTED}."
-    )
-
-
-def continuous_sites_error(kernel_name: str, names: Sequence[str]) -> ValueError:
-    return ValueError(
-        f"{kernel_name} samples discrete sites only, but the model has continuous latent "
-        f"sites {list(names)}. Use it as a block of pyro_ext.Gibbs, e.g. "
-        f"Gibbs([({kernel_name}(model), discrete_sites), (NUTS(model), None)]), or "
-        "condition on those sites."
-    )
+        lower = torch.as_tensor(support.lower_bound).detach().numpy()
+        upper = torch.as_tensor(support.upper_bound).detach().numpy()
+        return ordinal_from_bounds(name, lower, upper), GRADIENT
+    raise unsupported_site_error(name, fn, SUPPORTED)
 
 
 def trace_model(model: Callable, args: tuple, kwargs: dict, data: dict | None = None):
@@ -120,20 +89,16 @@ def leaf_specs_for_model(
     """Leaf specs of every discrete latent site of a traced model, with input checks."""
     latent = latent_sites(model_trace)
     discrete = discrete_sites(model_trace)
-    continuous = [n for n in latent if n not in discrete]
-    if continuous:
-        raise continuous_sites_error(kernel_name, continuous)
-    if not discrete:
-        raise ValueError(
-            f"{kernel_name} found no discrete latent site in the model (observed sites do "
-            f"not count); supported: {SUPPORTED}."
-        )
-    unknown = sorted(set(exact_sites) - set(discrete))
-    if unknown:
-        raise ValueError(
-            f"exact_sites: {unknown} are not discrete latent sites of the model; "
-            f"the discrete latent sites are {discrete}."
-        )
+    check_discrete_sites(
+        kernel_name,
+        latent,
+        discrete,
+        exact_sites,
+        gibbs="pyro_ext.Gibbs",
+        selector="discrete_sites",
+        not_counted="observed sites",
+        supported=SUPPORTED,
+    )
     specs = []
     for name in discrete:
         domain, mode = domain_of_site(name, model_trace.nodes[name])

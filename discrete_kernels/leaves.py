@@ -1,0 +1,109 @@
+"""What the adapters know about each leaf, and the checks on a model's sites, written once.
+
+The adapters find a model's sites with their own PPL; the bookkeeping (how a leaf's local
+information is computed, the domain of an integer interval, the messages for bad input) is
+the same for both and lives here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .domains import Domain, Ordinal
+
+__all__ = [
+    "EXACT",
+    "GRADIENT",
+    "ONE_HOT_GRADIENT",
+    "LeafSpec",
+    "check_discrete_sites",
+    "ordinal_from_bounds",
+    "unsupported_site_error",
+]
+
+# How a leaf's local information is computed:
+GRADIENT = "gradient"  # d f / d value of the relaxed f; local has the leaf's shape
+ONE_HOT_GRADIENT = "one_hot_gradient"  # d f / d one-hot value; a table
+EXACT = "exact"  # f at every single-site change; a table
+
+
+@dataclass(frozen=True, eq=False)
+class LeafSpec:
+    """Static description of one leaf: its name, domain and how its locals are evaluated."""
+
+    name: Any
+    domain: Domain
+    mode: str
+
+    @property
+    def is_table(self) -> bool:
+        return self.mode != GRADIENT
+
+
+def ordinal_from_bounds(name: str, lower: np.ndarray, upper: np.ndarray) -> Ordinal:
+    """The ordinal domain of an integer-interval site with (possibly per-coordinate) bounds."""
+    lower, upper = np.asarray(lower), np.asarray(upper)
+    low, high = int(lower.min()), int(upper.max())
+    if high <= low:
+        raise ValueError(f"Site '{name}' has a single value; nothing to sample.")
+    uniform = lower.min() == lower.max() and upper.min() == upper.max()
+    return Ordinal(
+        high - low + 1,
+        low,
+        lower=None if uniform else lower,
+        upper=None if uniform else upper,
+    )
+
+
+def unsupported_site_error(name: str, fn: Any, supported: str) -> ValueError:
+    return ValueError(
+        f"Site '{name}' has distribution {type(fn).__name__} with support {fn.support}, "
+        f"which these kernels cannot sample; supported: {supported}."
+    )
+
+
+def check_discrete_sites(
+    kernel_name: str,
+    latent: Sequence[str],
+    discrete: Sequence[str],
+    exact_sites: Sequence[str],
+    *,
+    gibbs: str,
+    selector: str,
+    not_counted: str,
+    supported: str,
+) -> None:
+    """Raise when a standalone discrete kernel cannot sample the model's latent sites.
+
+    Parameters
+    ----------
+    kernel_name : str
+    latent, discrete : site names (``discrete`` a subset of ``latent``)
+    exact_sites : names the user asked to evaluate exactly
+    gibbs, selector : the adapter's Gibbs composite and discrete-site selector, for the hint
+    not_counted : which sites do not count as latent, for the message
+    supported : the distributions the adapter supports
+    """
+    continuous = [n for n in latent if n not in discrete]
+    if continuous:
+        raise ValueError(
+            f"{kernel_name} samples discrete sites only, but the model has continuous latent "
+            f"sites {list(continuous)}. Use it as a block of {gibbs}, e.g. "
+            f"Gibbs([({kernel_name}(model), {selector}), (NUTS(model), None)]), or condition "
+            "on those sites."
+        )
+    if not discrete:
+        raise ValueError(
+            f"{kernel_name} found no discrete latent site in the model ({not_counted} do not "
+            f"count); supported: {supported}."
+        )
+    unknown = sorted(set(exact_sites) - set(discrete))
+    if unknown:
+        raise ValueError(
+            f"exact_sites: {unknown} are not discrete latent sites of the model; "
+            f"the discrete latent sites are {list(discrete)}."
+        )
