@@ -606,22 +606,12 @@ class GWG(_DiscreteKernel):
         )
 
 
-class ACSState(NamedTuple):
-    """:class:`DLPState` plus **cycle_position**, ``k mod s`` of this draw's proposal
-    (the tuner state, :class:`discrete_kernels.acs.ACSTunerState`, is ``adapt_state``)."""
-
-    i: jax.Array
-    z: Any
-    potential_energy: jax.Array
-    accept_prob: jax.Array
-    accepted: jax.Array
-    step_size: jax.Array
-    balance: jax.Array
-    hamming_distance: jax.Array
-    local: tuple
-    adapt_state: Any
-    rng_key: jax.Array
-    cycle_position: jax.Array
+# the fields of DLPState, then the position in the cycle
+ACSState = NamedTuple(
+    "ACSState", [*DLPState.__annotations__.items(), ("cycle_position", jax.Array)]
+)
+ACSState.__doc__ = """:class:`DLPState` plus **cycle_position**, ``k mod s`` of this draw's
+proposal (the tuner state, :class:`discrete_kernels.acs.ACSTunerState`, is ``adapt_state``)."""
 
 
 class ACS(_DLPKernel):
