@@ -5,6 +5,16 @@ Every function acts on arrays of any array-API library (numpy, jax.numpy under `
 callables supplied by the adapters (:mod:`numpyro_ext`, :mod:`pyro_ext`).
 """
 
+from . import ab
+from .ab import (
+    AB_VARIANTS,
+    ABConfig,
+    ABStepInfo,
+    ABTunerState,
+    QuadraticProposal,
+    QuadraticStats,
+    ab_step,
+)
 from .acs import (
     ACSConfig,
     ACSTunerState,
@@ -43,14 +53,25 @@ from .steps import (
     ChainState,
     StepInfo,
     dlp_noise_shapes,
+    dlp_propose,
     dlp_step,
     gwg_step,
     hamming_distance,
+    mh_finish,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AB_VARIANTS",
+    "ABConfig",
+    "ABStepInfo",
+    "ABTunerState",
+    "QuadraticProposal",
+    "QuadraticStats",
+    "ab",
+    "ab_step",
+    "mh_finish",
     "ACSConfig",
     "ACSTunerState",
     "acs_finish_tuning",
@@ -76,6 +97,7 @@ __all__ = [
     "dlp_leaf_logits",
     "dlp_leaf_sample",
     "dlp_noise_shapes",
+    "dlp_propose",
     "dlp_step",
     "dual_averaging_init",
     "dual_averaging_update",

@@ -29,9 +29,11 @@ __all__ = [
     "LocalFn",
     "StepInfo",
     "dlp_noise_shapes",
+    "dlp_propose",
     "dlp_step",
     "gwg_step",
     "hamming_distance",
+    "mh_finish",
 ]
 
 LocalFn = Callable[[tuple[Array, ...]], tuple[Array, tuple[Array, ...]]]
@@ -99,7 +101,7 @@ def dlp_noise_shapes(
     return tuple(dlp_noise_shape(d, s) for d, s in zip(domains, shapes))
 
 
-def _finish(
+def mh_finish(
     state: ChainState,
     proposal: ChainState,
     log_q_forward: Array,
@@ -107,6 +109,8 @@ def _finish(
     accept_uniform: Array,
     metropolis: bool | Array,
 ) -> tuple[ChainState, StepInfo]:
+    """MH decision between ``state`` and ``proposal`` from the two proposal log densities;
+    ``metropolis=False`` moves unless the proposal's log density or locals are unusable."""
     xp = array_namespace(state.log_density)
     log_ratio = mh_log_ratio(state.log_density, proposal.log_density, log_q_forward, log_q_reverse)
     # unadjusted: always move, except to a state with unusable energy or gradient
@@ -121,6 +125,47 @@ def _finish(
         hamming_distance(state.x, proposal.x),
     )
     return _select(accept, proposal, state), info
+
+
+def dlp_propose(
+    state: ChainState,
+    proposal_uniforms: Sequence[Array],
+    *,
+    local_fn: LocalFn,
+    domains: Sequence[Domain],
+    is_table: Sequence[bool],
+    step_size: Array | float,
+    balance: Array | float = 0.5,
+    preconditioner: Sequence[Array | float | None] | None = None,
+) -> tuple[ChainState, Array, Array]:
+    """Draw a DLP proposal and evaluate it: ``(proposal, log q(y|x), log q(x|y))``.
+
+    Arguments as in :func:`dlp_step`; the proposal carries ``f`` and locals at ``y``.
+    """
+    n = len(domains)
+    preconditioner = _broadcast_per_leaf(preconditioner, n, 1.0)
+
+    def logits_at(s: ChainState) -> list[Array]:
+        return [
+            dlp_leaf_logits(d, x, loc, t, step_size, balance, p)
+            for d, x, loc, t, p in zip(domains, s.x, s.local, is_table, preconditioner)
+        ]
+
+    forward = logits_at(state)
+    ys = tuple(
+        dlp_leaf_sample(d, x, lg, u)
+        for d, x, lg, u in zip(domains, state.x, forward, proposal_uniforms)
+    )
+    log_q_forward = sum(
+        dlp_leaf_log_prob(d, x, y, lg) for d, x, y, lg in zip(domains, state.x, ys, forward)
+    )
+    f_y, local_y = local_fn(ys)
+    proposal = ChainState(ys, f_y, tuple(local_y))
+    reverse = logits_at(proposal)
+    log_q_reverse = sum(
+        dlp_leaf_log_prob(d, y, x, lg) for d, x, y, lg in zip(domains, state.x, ys, reverse)
+    )
+    return proposal, log_q_forward, log_q_reverse
 
 
 def dlp_step(
@@ -158,30 +203,17 @@ def dlp_step(
     -------
     (ChainState, StepInfo)
     """
-    n = len(domains)
-    preconditioner = _broadcast_per_leaf(preconditioner, n, 1.0)
-
-    def logits_at(s: ChainState) -> list[Array]:
-        return [
-            dlp_leaf_logits(d, x, loc, t, step_size, balance, p)
-            for d, x, loc, t, p in zip(domains, s.x, s.local, is_table, preconditioner)
-        ]
-
-    forward = logits_at(state)
-    ys = tuple(
-        dlp_leaf_sample(d, x, lg, u)
-        for d, x, lg, u in zip(domains, state.x, forward, proposal_uniforms)
+    proposal, log_q_forward, log_q_reverse = dlp_propose(
+        state,
+        proposal_uniforms,
+        local_fn=local_fn,
+        domains=domains,
+        is_table=is_table,
+        step_size=step_size,
+        balance=balance,
+        preconditioner=preconditioner,
     )
-    log_q_forward = sum(
-        dlp_leaf_log_prob(d, x, y, lg) for d, x, y, lg in zip(domains, state.x, ys, forward)
-    )
-    f_y, local_y = local_fn(ys)
-    proposal = ChainState(ys, f_y, tuple(local_y))
-    reverse = logits_at(proposal)
-    log_q_reverse = sum(
-        dlp_leaf_log_prob(d, y, x, lg) for d, x, y, lg in zip(domains, state.x, ys, reverse)
-    )
-    return _finish(state, proposal, log_q_forward, log_q_reverse, accept_uniform, metropolis)
+    return mh_finish(state, proposal, log_q_forward, log_q_reverse, accept_uniform, metropolis)
 
 
 def gwg_step(
@@ -225,4 +257,4 @@ def gwg_step(
     f_y, local_y = local_fn(ys)
     proposal = ChainState(ys, f_y, tuple(local_y))
     log_q_reverse = gwg_log_prob(domains, ys, state.x, logits_at(proposal))
-    return _finish(state, proposal, log_q_forward, log_q_reverse, accept_uniform, True)
+    return mh_finish(state, proposal, log_q_forward, log_q_reverse, accept_uniform, True)

@@ -6,9 +6,11 @@
 
 from discrete_kernels.domains import Binary, Categorical, Ordinal
 
-from .kernels import ACS, DMALA, DULA, GWG, ACSState, DLPState
+from .kernels import AB, ACS, DMALA, DULA, GWG, ABAdaptState, ACSState, DLPState
 
 __all__ = [
+    "AB",
+    "ABAdaptState",
     "ACS",
     "ACSState",
     "DLPState",

@@ -29,7 +29,7 @@ from ._target import (
     make_local_fn,
 )
 
-__all__ = ["ACS", "ACSState", "DLPState", "DMALA", "DULA", "GWG"]
+__all__ = ["AB", "ABAdaptState", "ACS", "ACSState", "DLPState", "DMALA", "DULA", "GWG"]
 
 
 class AdaptState(NamedTuple):
@@ -89,6 +89,7 @@ class _DiscreteKernel(MCMCKernel):
     _name = "DiscreteKernel"
     _state_cls = DLPState
     _adapt_default = True
+    _gaussian_noise = False  # whether a step also takes N(0, I) noise (quadratic AB)
 
     def __init__(
         self,
@@ -360,6 +361,10 @@ class _DiscreteKernel(MCMCKernel):
     def _initial_step_size(self) -> float:
         return self._step_size
 
+    def _step_extras(self, state: DLPState) -> dict:
+        """Keyword arguments a subclass's ``_core_step`` takes from the state."""
+        return {}
+
     def sample(self, state: DLPState, model_args, model_kwargs) -> DLPState:
         if self._sample_fn is None:
             raise RuntimeError(f"{self._name}: call `init` before `sample`.")
@@ -388,7 +393,13 @@ class _DiscreteKernel(MCMCKernel):
     def _sample_one(self, state: DLPState, model_args, model_kwargs) -> DLPState:
         model_kwargs = {} if model_kwargs is None else model_kwargs
         leaves = self._leaves(state.z)
-        rng_key, key_draw = random.split(state.rng_key)
+        extra = self._step_extras(state)
+        if self._gaussian_noise:
+            rng_key, key_draw, key_normal = random.split(state.rng_key, 3)
+            size = sum(math.prod(x.shape) for x in leaves)
+            extra["normals"] = random.normal(key_normal, (size,), jnp.result_type(float))
+        else:
+            rng_key, key_draw = random.split(state.rng_key)
         uniforms, accept_uniform = _uniforms(key_draw, self._noise_shapes(leaves))
         step_size, balance, metropolis = self._step_parameters(state)
         chain = dk.ChainState(leaves, -state.potential_energy, state.local)
@@ -400,6 +411,7 @@ class _DiscreteKernel(MCMCKernel):
             step_size,
             balance,
             metropolis,
+            **extra,
         )
         adapt_state = self._adapt(state, info, step_size)
         return self._state_cls(
@@ -744,3 +756,242 @@ class ACS(_DLPKernel):
             )
         )(k)
         return {"alpha": alpha, "beta": tuner.beta_schedule, "tuned": tuner.phase == 5}
+
+
+class ABAdaptState(NamedTuple):
+    """Adaptation state of :class:`AB` (``adapt_state`` of its :class:`DLPState`).
+
+    - **tuner** - :class:`discrete_kernels.ABTunerState`, the (sigma, alpha) search.
+    - **stats** - :class:`discrete_kernels.QuadraticStats` of the burn-in pairs (None for
+      AB-1st).
+    - **quadratic** - :class:`discrete_kernels.QuadraticProposal` (zeros until fitted, which
+      is exactly AB-1st; None for AB-1st).
+    - **dx**, **dg** - the last proposal's pair (None for AB-1st).
+    """
+
+    tuner: dk.ABTunerState
+    stats: Any
+    quadratic: Any
+    dx: Any
+    dg: Any
+
+
+def _fori(num: int, body: Callable, carry: Any) -> Any:
+    return jax.lax.fori_loop(0, num, lambda _, c: body(c), carry)
+
+
+class AB(_DiscreteKernel):
+    """Any-scale balanced sampler (Sun et al., ICLR 2023): proposals weighted by
+    ``(pi(y) / pi(x))^alpha`` under a heat kernel of scale ``sigma``, MH corrected.
+
+    ``variant="1st"`` uses the first-order (gradient) approximation: the DLP proposal with
+    balance ``alpha`` and step size ``sigma``, one ``value_and_grad`` per step like DMALA.
+    ``"trace"``, ``"shift"`` and ``"max"`` add a quadratic term ``W`` fitted by least squares to
+    the pairs ``(y - x, grad f(y) - grad f(x))`` of a burn-in inside warmup (AB-1st until then)
+    and sample it with the Gaussian integral trick, with the diagonal ``D`` chosen by trace
+    minimisation, a ``lambda`` shift or by minimising the largest eigenvalue of ``W + D``
+    (see :mod:`discrete_kernels.ab`). A quadratic step adds ``O(d^2)`` work (two
+    matrix-vector products) and ``d`` Gaussian draws to the ``value_and_grad``.
+
+    During warmup ``(sigma, alpha)`` adapt by coordinate ascent on the expected jump distance
+    (App. A.2: probes ``theta (1 +- gamma)`` in blocks of steps, ``gamma`` shrinking by
+    ``decay`` when a round changes nothing); they are frozen for sampling. The search moves by
+    at most a factor ``1 + rate`` per round of six blocks, so give it a long warmup (several
+    thousand steps) when the start ``(0.1, 0.5)`` is far from good, or pass a better
+    ``step_size``.
+
+    Statistics: ``step_size`` is ``sigma`` and ``balance`` is ``alpha`` of each draw's
+    proposal; also ``accept_prob``, ``accepted``, ``hamming_distance``, ``potential_energy``.
+
+    Parameters
+    ----------
+    model, potential_fn, domain, exact_sites
+        As in :class:`DMALA` (quadratic variants need binary or ordinal sites with gradients).
+    variant : {"1st", "trace", "shift", "max"}
+    step_size : float
+        Initial ``sigma`` (0.1, the paper's start).
+    alpha : float
+        Initial ``alpha`` in (0, 1] (0.5).
+    adapt : bool
+        Tune ``(sigma, alpha)`` during warmup (default True).
+    rate, decay : float
+        ``gamma`` (0.2) and its decay (0.9).
+    block_size : int, optional
+        Steps per probe (the paper's 100, or when None shortened so that the warmup holds ten
+        rounds, at least 20).
+    burn_in : int, optional
+        Warmup steps whose proposals fit ``W`` (default half the warmup).
+    coupling : array, optional
+        A known symmetric ``W`` (d, d) over the flattened sites (in the order of the model's
+        sites or of ``init_params``' leaves): no burn-in fit.
+    """
+
+    _name = "AB"
+    _adapt_default = True
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        *,
+        potential_fn: Callable | None = None,
+        domain: Any = None,
+        variant: str = "1st",
+        step_size: float = 0.1,
+        alpha: float = 0.5,
+        adapt: bool = True,
+        rate: float = 0.2,
+        decay: float = 0.9,
+        block_size: int | None = None,
+        burn_in: int | None = None,
+        coupling: Any = None,
+        exact_sites: Sequence[str] = (),
+    ) -> None:
+        super().__init__(
+            model,
+            potential_fn=potential_fn,
+            domain=domain,
+            step_size=step_size,
+            adapt_step_size=adapt,
+            exact_sites=exact_sites,
+        )
+        self._config = dk.ab.ab_options(
+            variant, step_size, alpha, rate, decay, block_size, burn_in, self._name
+        )
+        self._quadratic = variant != "1st"
+        self._gaussian_noise = self._quadratic
+        self._coupling = None if coupling is None else jnp.asarray(coupling)
+
+    @property
+    def config(self) -> dk.ABConfig:
+        return self._config
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return super().default_fields + ("balance",)
+
+    def get_diagnostics_str(self, state: DLPState) -> str:
+        return (
+            f"acc. prob {float(state.accept_prob):.2f}, sigma {float(state.step_size):.3g}, "
+            f"alpha {float(state.balance):.3g}"
+        )
+
+    # ---------------------------------------------------------------- setup
+
+    def _setup(self, rng_key, init_params, model_args, model_kwargs) -> None:
+        super()._setup(rng_key, init_params, model_args, model_kwargs)
+        if self._quadratic:
+            tables = [s.name for s in self._specs if s.is_table]
+            if tables:
+                raise ValueError(
+                    f"AB: variant={self._config.variant!r} needs binary or ordinal sites with "
+                    f"gradients; {tables} are categorical or exact. Use variant='1st'."
+                )
+
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        if self._quadratic and num_warmup == 0 and self._coupling is None:
+            warnings.warn(
+                f"AB: variant={self._config.variant!r} fits W during warmup; with "
+                "num_warmup=0 it runs as AB-1st (or pass coupling=W).",
+                stacklevel=2,
+            )
+        self._block_size = dk.ab.default_block_size(num_warmup, self._config)
+        self._burn_in = dk.ab.default_burn_in(num_warmup, self._config)
+        state = super().init(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        if self._quadratic and self._coupling is None and num_warmup > 0:
+            step = self._sample_fn
+            vectorized = state.i.ndim > 0
+            fit = jax.vmap(self._fit) if vectorized else self._fit
+            collect = jax.vmap(self._collect) if vectorized else self._collect
+            burn_in = self._burn_in
+
+            def sample_fn(state, model_args, model_kwargs):
+                state = step(state, model_args, model_kwargs)
+                # chains share the step index: an unbatched predicate keeps lax.cond a real
+                # branch under vmap, so the O(d^3) fit runs once, not at every step
+                index = state.i[0] if vectorized else state.i
+                state = jax.lax.cond(index <= burn_in, collect, lambda s: s, state)
+                return jax.lax.cond(index == burn_in, fit, lambda s: s, state)
+
+            self._sample_fn = sample_fn
+        return state
+
+    def _collect(self, state: DLPState) -> DLPState:
+        adapt = state.adapt_state
+        stats = dk.ab.quadratic_stats_update(adapt.stats, adapt.dx, adapt.dg)
+        return state._replace(adapt_state=adapt._replace(stats=stats))
+
+    def _fit(self, state: DLPState) -> DLPState:
+        adapt = state.adapt_state
+        quadratic, _ = dk.ab.fit_quadratic_proposal(adapt.stats, self._config.variant, _fori)
+        return state._replace(adapt_state=adapt._replace(quadratic=quadratic))
+
+    def _initial_state(self, rng_key, z, model_args, model_kwargs) -> DLPState:
+        self._flat_dim = sum(math.prod(jnp.shape(x)) for x in self._leaves(z))
+        return super()._initial_state(rng_key, z, model_args, model_kwargs)
+
+    def _initial_adapt_state(self, step: jax.Array) -> ABAdaptState:
+        tuner = dk.ab.ab_tuner_init(self._config, step)
+        if not self._quadratic:
+            return ABAdaptState(tuner, None, None, None, None)
+        d = self._flat_dim
+        zeros = jnp.zeros((d,), dtype=step.dtype)
+        if self._coupling is not None:
+            if self._coupling.shape != (d, d):
+                raise ValueError(
+                    f"AB: coupling must have shape ({d}, {d}) (all discrete coordinates, "
+                    f"flattened), got {self._coupling.shape}."
+                )
+            stats = dk.ab.quadratic_stats_init(d, step)
+            quadratic = dk.ab.quadratic_from_coupling(
+                self._coupling.astype(step.dtype), self._config.variant, _fori
+            )
+        else:
+            stats = dk.ab.quadratic_stats_init(d, step)
+            quadratic = dk.QuadraticProposal(jnp.zeros((d, d), step.dtype), zeros)
+        return ABAdaptState(tuner, stats, quadratic, zeros, zeros)
+
+    # ---------------------------------------------------------------- step
+
+    def _tuning(self, state: DLPState) -> jax.Array | bool:
+        if not (self._adapt_enabled and self._num_warmup > 0):
+            return False
+        return state.i < self._num_warmup
+
+    def _step_parameters(self, state: DLPState) -> tuple:
+        sigma, alpha = dk.ab.ab_tuner_parameters(
+            state.adapt_state.tuner, self._config, self._tuning(state)
+        )
+        return sigma, alpha, True
+
+    def _noise_shapes(self, leaves: tuple) -> tuple:
+        return dk.dlp_noise_shapes([s.domain for s in self._specs], [x.shape for x in leaves])
+
+    def _core_step(
+        self, chain, uniforms, accept_uniform, local_fn, step_size, balance, metropolis, **extra
+    ):
+        return dk.ab_step(
+            chain,
+            uniforms,
+            extra.get("normals"),
+            accept_uniform,
+            local_fn=local_fn,
+            domains=[s.domain for s in self._specs],
+            is_table=[s.is_table for s in self._specs],
+            sigma=step_size,
+            alpha=balance,
+            quadratic=extra.get("quadratic"),
+        )
+
+    def _step_extras(self, state: DLPState) -> dict:
+        return {"quadratic": state.adapt_state.quadratic}
+
+    def _adapt(self, state: DLPState, info: dk.ABStepInfo, step_size: jax.Array) -> Any:
+        adapt = state.adapt_state
+        tuner = adapt.tuner
+        tuning = self._tuning(state)
+        if tuning is not False:
+            updated = dk.ab.ab_tuner_update(tuner, info.jump, self._config, self._block_size)
+            tuner = jax.tree.map(lambda new, old: jnp.where(tuning, new, old), updated, tuner)
+        if not self._quadratic:
+            return adapt._replace(tuner=tuner)
+        return adapt._replace(tuner=tuner, dx=info.dx, dg=info.dg)

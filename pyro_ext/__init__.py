@@ -10,9 +10,10 @@ from discrete_kernels.domains import Binary, Categorical, Ordinal
 from ._target import discrete_sites
 from .arviz import to_arviz
 from .gibbs import Gibbs
-from .kernels import ACS, DMALA, DULA, GWG, DiscreteGibbs
+from .kernels import AB, ACS, DMALA, DULA, GWG, DiscreteGibbs
 
 __all__ = [
+    "AB",
     "ACS",
     "DMALA",
     "DULA",

@@ -28,7 +28,7 @@ from ._target import (
     trace_model,
 )
 
-__all__ = ["ACS", "DMALA", "DULA", "DiscreteGibbs", "GWG"]
+__all__ = ["AB", "ACS", "DMALA", "DULA", "DiscreteGibbs", "GWG"]
 
 STAT_NAMES = ("accept_prob", "accepted", "step_size", "balance", "hamming_distance", "lp")
 
@@ -602,3 +602,132 @@ class ACS(_DLPKernel):
             ]
         )
         return {"alpha": alpha, "beta": tuner.beta_schedule, "tuned": bool(tuner.phase == 5)}
+
+
+class AB(_DiscreteKernel):
+    """Any-scale balanced sampler for Pyro: ``variant="1st" | "trace" | "shift" | "max"``,
+    ``(sigma, alpha)`` tuned on the jump distance during warmup and ``W`` fitted from a
+    burn-in inside warmup, as :class:`numpyro_ext.AB` (same options and statistics:
+    ``step_size`` is ``sigma``, ``balance`` is ``alpha``)."""
+
+    _name = "AB"
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        *,
+        potential_fn: Callable | None = None,
+        domain: Any = None,
+        variant: str = "1st",
+        step_size: float = 0.1,
+        alpha: float = 0.5,
+        adapt: bool = True,
+        rate: float = 0.2,
+        decay: float = 0.9,
+        block_size: int | None = None,
+        burn_in: int | None = None,
+        coupling: Any = None,
+        exact_sites: Sequence[str] = (),
+    ) -> None:
+        super().__init__(
+            model,
+            potential_fn=potential_fn,
+            domain=domain,
+            step_size=step_size,
+            adapt_step_size=adapt,
+            exact_sites=exact_sites,
+        )
+        self._config = dk.ab.ab_options(
+            variant, step_size, alpha, rate, decay, block_size, burn_in, self._name
+        )
+        self._is_quadratic = variant != "1st"
+        self._coupling = coupling
+        self._tuner = None
+        self.quadratic: dk.QuadraticProposal | None = None
+
+    @property
+    def config(self) -> dk.ABConfig:
+        return self._config
+
+    def setup(self, warmup_steps: int, *args, **kwargs) -> None:
+        super().setup(warmup_steps, *args, **kwargs)
+        like = torch.tensor(1.0, dtype=torch.get_default_dtype())
+        self._tuner = dk.ab.ab_tuner_init(self._config, like)
+        self._block_size = dk.ab.default_block_size(warmup_steps, self._config)
+        self._burn_in = dk.ab.default_burn_in(warmup_steps, self._config)
+        self.quadratic = None
+        if not self._is_quadratic:
+            return
+        tables = [s.name for s in self._specs if s.is_table]
+        if tables:
+            raise ValueError(
+                f"AB: variant={self._config.variant!r} needs binary or ordinal sites with "
+                f"gradients; {tables} are categorical or exact. Use variant='1st'."
+            )
+        d = sum(x.numel() for x in self._state.x)
+        self._pairs = dk.ab.quadratic_stats_init(d, like)
+        if self._coupling is not None:
+            w = torch.as_tensor(self._coupling, dtype=like.dtype)
+            if w.shape != (d, d):
+                raise ValueError(
+                    f"AB: coupling must have shape ({d}, {d}) (all discrete coordinates, "
+                    f"flattened), got {tuple(w.shape)}."
+                )
+            self.quadratic = dk.ab.quadratic_from_coupling(w, self._config.variant)
+        elif warmup_steps == 0:
+            warnings.warn(
+                f"AB: variant={self._config.variant!r} fits W during warmup; with "
+                "warmup_steps=0 it runs as AB-1st (or pass coupling=W).",
+                stacklevel=2,
+            )
+        if self.quadratic is None:  # AB-1st until W is fitted
+            zeros = torch.zeros(d, dtype=like.dtype)
+            self.quadratic = dk.QuadraticProposal(torch.zeros(d, d, dtype=like.dtype), zeros)
+
+    def _noise_shapes(self, leaves: tuple) -> tuple:
+        return dk.dlp_noise_shapes([s.domain for s in self._specs], [x.shape for x in leaves])
+
+    def _tuning(self) -> bool:
+        return self._adapt_enabled and self._t < self._warmup_steps
+
+    def _step_parameters(self) -> tuple:
+        sigma, alpha = dk.ab.ab_tuner_parameters(self._tuner, self._config, self._tuning())
+        return sigma, alpha, True
+
+    def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size, balance, metropolis):
+        normals = None
+        if self._is_quadratic:
+            normals = torch.randn(self.quadratic.diag.shape[0], dtype=state.log_density.dtype)
+        return dk.ab_step(
+            state,
+            uniforms,
+            normals,
+            accept_uniform,
+            local_fn=local_fn,
+            domains=[s.domain for s in self._specs],
+            is_table=[s.is_table for s in self._specs],
+            sigma=step_size,
+            alpha=balance,
+            quadratic=self.quadratic if self._is_quadratic else None,
+        )
+
+    def _adapt(self, info: dk.ABStepInfo, step_size) -> None:
+        if self._tuning():
+            self._tuner = dk.ab.ab_tuner_update(
+                self._tuner, info.jump, self._config, self._block_size
+            )
+        if self._is_quadratic and self._coupling is None and self._t < self._burn_in:
+            self._pairs = dk.ab.quadratic_stats_update(self._pairs, info.dx, info.dg)
+            if self._t + 1 == self._burn_in:
+                self.quadratic, _ = dk.ab.fit_quadratic_proposal(self._pairs, self._config.variant)
+
+    def logging(self) -> OrderedDict:
+        log = super().logging()
+        sigma, alpha = dk.ab.ab_tuner_parameters(self._tuner, self._config, False)
+        log["step size"] = f"{float(sigma):.3g}"
+        log["alpha"] = f"{float(alpha):.3g}"
+        return log
+
+    def parameters(self) -> dict:
+        """The tuned ``sigma`` and ``alpha`` (frozen after warmup)."""
+        return {"sigma": float(self._tuner.sigma), "alpha": float(self._tuner.alpha)}

@@ -1,0 +1,95 @@
+"""pyro_ext.AB through pyro.infer.MCMC: moments of AB-1st and a quadratic variant, the
+burn-in fit and tuning in warmup, a Gibbs block next to NUTS, ArviZ and errors."""
+
+import numpy as np
+import pytest
+import torch
+from pyro.infer import NUTS
+
+import discrete_kernels as dk
+import pyro_ext as px
+
+from ..numpyro_ext.helpers import assert_mc_close
+from .test_pyro_kernels import _mixed_exact, _run, enumerate_pyro, ising_model, mixed_model
+
+
+@pytest.mark.parametrize("variant", ["1st", "trace"])
+def test_ising_3x3_moments(variant):
+    states, probs = enumerate_pyro(ising_model, {"x": ((9,), (0, 1))})
+    s_all = np.stack([2.0 * st[0].numpy() - 1.0 for st in states])
+    iu = np.triu_indices(9, 1)
+    pair_all = np.einsum("ni,nj->nij", s_all, s_all)[:, iu[0], iu[1]]
+    kernel = px.AB(ising_model, variant=variant)
+    mcmc = _run(kernel, 4000, 1200)
+    x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
+    s = 2.0 * x - 1.0
+    pair = np.einsum("cni,cnj->cnij", s, s)[..., iu[0], iu[1]]
+    assert_mc_close(s, probs @ s_all)
+    assert_mc_close(pair, probs @ pair_all)
+    stats = px.to_arviz(mcmc).sample_stats
+    tuned = kernel.parameters()
+    np.testing.assert_allclose(stats["step_size"].values, tuned["sigma"], rtol=1e-6)
+    np.testing.assert_allclose(stats["balance"].values, tuned["alpha"], rtol=1e-6)
+    if variant != "1st":
+        m = kernel.quadratic.root
+        assert float(torch.linalg.eigvalsh(m @ m)[0]) > -1e-5
+        assert float(kernel.quadratic.diag.abs().sum()) > 0  # fitted at the burn-in's end
+
+
+def test_ab_as_gibbs_block_matches_exact_posterior():
+    y = torch.tensor([0.3, 1.1, 0.8])
+    mean_z, mean_mu, second_mu = _mixed_exact(y.numpy())
+    kernel = px.Gibbs(
+        [(px.AB(mixed_model, variant="shift"), px.discrete_sites), (NUTS(mixed_model), None)]
+    )
+    mcmc = _run(kernel, 2000, 600, y)
+    samples = mcmc.get_samples(group_by_chain=True)
+    z = samples["z"].numpy().astype(np.float64)
+    mu = samples["mu"].numpy().astype(np.float64)
+    assert_mc_close(z, mean_z)
+    assert_mc_close(np.stack([mu, mu**2], axis=-1), np.array([mean_mu, second_mu]))
+
+
+def test_torch_and_jax_quadratic_proposals_agree():
+    """The same W, uniforms and normals give the same proposal and log densities."""
+    import jax.numpy as jnp
+
+    rng = np.random.default_rng(0)
+    d = 5
+    w = rng.normal(size=(d, d))
+    w = (w + w.T) / 2
+    b = rng.normal(size=d)
+    x = np.array([0, 1, 1, 0, 1])
+    uniforms, normals = rng.uniform(size=d), rng.normal(size=d)
+    out = {}
+    for name, lib in (("torch", torch), ("jax", jnp)):
+        wt, bt = lib.asarray(w, dtype=lib.float32), lib.asarray(b, dtype=lib.float32)
+
+        def local_fn(leaves, wt=wt, bt=bt, lib=lib):
+            v = leaves[0] * 1.0
+            return 0.5 * v @ wt @ v + bt @ v, (wt @ v + bt,)
+
+        quadratic = dk.ab.quadratic_from_coupling(wt, "trace")
+        xs = (lib.asarray(x),)
+        f, local = local_fn(xs)
+        proposal, log_q_f, log_q_r = dk.ab.ab_quadratic_propose(
+            dk.ChainState(xs, f, local),
+            (lib.asarray(uniforms, dtype=lib.float32),),
+            lib.asarray(normals, dtype=lib.float32),
+            local_fn=local_fn,
+            domains=(dk.Binary(),),
+            quadratic=quadratic,
+            sigma=1.5,
+            alpha=0.8,
+        )
+        out[name] = (np.asarray(proposal.x[0]), float(log_q_f), float(log_q_r))
+    np.testing.assert_array_equal(out["torch"][0], out["jax"][0])
+    np.testing.assert_allclose(out["torch"][1:], out["jax"][1:], rtol=1e-4, atol=1e-4)
+
+
+def test_ab_errors():
+    with pytest.raises(ValueError, match="variant must be one of"):
+        px.AB(ising_model, variant="2nd")
+    kernel = px.AB(ising_model, variant="shift", coupling=np.eye(2))
+    with pytest.raises(ValueError, match=r"coupling must have shape \(9, 9\)"):
+        _run(kernel, 2, 0)
