@@ -499,16 +499,25 @@ def ab_step(
 
 
 class ABConfig(NamedTuple):
-    """Settings of the AB kernels (defaults from App. A.2)."""
+    """Settings of the AB kernels (defaults from App. A.2, plus ``max_doublings``).
+
+    ``max_doublings`` > 0 extends the paper's search: while the same direction keeps winning
+    for a coordinate, its probes move by ``(1 +- rate)^(2^k)`` (``k`` consecutive wins, at most
+    ``max_doublings``), so a start far from the optimum (the default ``sigma = 0.1`` on a
+    target that wants ``sigma = 10``) is left in a few rounds instead of dozens; a round that
+    keeps ``theta`` or reverses direction returns to ``(1 +- rate)``. ``max_doublings = 0`` is
+    Alg. 3-4 exactly.
+    """
 
     variant: str = "1st"
     sigma: float = 0.1
     alpha: float = 0.5
     rate: float = 0.2
     decay: float = 0.9
-    block_size: int = 100
+    block_size: int | None = 100
     alpha_bounds: tuple[float, float] = (0.5, 1.0)  # the balanced range of Eq. 6
     burn_in: int | None = None
+    max_doublings: int = 3
 
 
 class ABTunerState(NamedTuple):
@@ -516,10 +525,11 @@ class ABTunerState(NamedTuple):
 
     - **sigma**, **alpha** - current values; **rate** - ``gamma``.
     - **coordinate** - 0 while tuning sigma, 1 while tuning alpha.
-    - **probe** - 0, 1, 2 for ``theta``, ``theta (1 + gamma)``, ``theta (1 - gamma)``.
+    - **probe** - 0, 1, 2 for ``theta``, ``theta`` scaled up, ``theta`` scaled down.
     - **count** - steps taken in this probe's block.
     - **jump_base**, **jump_plus**, **jump_minus** - summed expected jumps of the three probes.
     - **round_sigma**, **round_alpha** - values at the start of the round (to decay ``gamma``).
+    - **sigma_streak**, **alpha_streak** - signed count of consecutive wins in one direction.
     """
 
     sigma: Array
@@ -533,6 +543,8 @@ class ABTunerState(NamedTuple):
     jump_minus: Array
     round_sigma: Array
     round_alpha: Array
+    sigma_streak: Array
+    alpha_streak: Array
 
 
 def ab_options(
@@ -544,6 +556,7 @@ def ab_options(
     block_size: Any,
     burn_in: Any,
     name: str = "AB",
+    max_doublings: Any = 3,
 ) -> ABConfig:
     """Validate the AB kernels' options once for both adapters."""
     if variant not in AB_VARIANTS:
@@ -559,6 +572,8 @@ def ab_options(
         raise ValueError(f"{name}: block_size must be a positive int or None.")
     if burn_in is not None and not (isinstance(burn_in, int) and burn_in >= 1):
         raise ValueError(f"{name}: burn_in must be a positive int or None.")
+    if not (isinstance(max_doublings, int) and 0 <= max_doublings <= 10):
+        raise ValueError(f"{name}: max_doublings must be an int in [0, 10].")
     return ABConfig(
         variant=variant,
         sigma=float(sigma),
@@ -567,6 +582,7 @@ def ab_options(
         decay=float(decay),
         block_size=block_size,
         burn_in=burn_in,
+        max_doublings=max_doublings,
     )
 
 
@@ -587,15 +603,31 @@ def ab_tuner_init(config: ABConfig, like: Array) -> ABTunerState:
         jump_minus=zero,
         round_sigma=scalar(config.sigma),
         round_alpha=scalar(config.alpha),
+        sigma_streak=xp.asarray(0),
+        alpha_streak=xp.asarray(0),
     )
 
 
-def _probe_factor(state: ABTunerState) -> Array:
+def _probe_factors(state: ABTunerState, config: ABConfig) -> tuple[Array, Array]:
+    """Up and down factors of the coordinate being tuned: ``(1 + gamma)^e`` and
+    ``(1 - gamma)^e`` with ``e = 2^k`` after ``k`` consecutive wins that way (else 1)."""
     xp = array_namespace(state.rate)
-    one = xp.ones_like(state.rate)
-    return xp.where(
-        state.probe == 1, one + state.rate, xp.where(state.probe == 2, one - state.rate, one)
+    streak = xp.where(state.coordinate == 0, state.sigma_streak, state.alpha_streak)
+    cap = config.max_doublings
+    up_power = xp.where(
+        streak > 0, 2.0 ** xp.astype(xp.minimum(streak, cap), state.rate.dtype), 1.0
     )
+    down_power = xp.where(
+        streak < 0, 2.0 ** xp.astype(xp.minimum(-streak, cap), state.rate.dtype), 1.0
+    )
+    one = xp.ones_like(state.rate)
+    return (one + state.rate) ** up_power, (one - state.rate) ** down_power
+
+
+def _probe_factor(state: ABTunerState, config: ABConfig) -> Array:
+    xp = array_namespace(state.rate)
+    up, down = _probe_factors(state, config)
+    return xp.where(state.probe == 1, up, xp.where(state.probe == 2, down, xp.ones_like(up)))
 
 
 def _clip_alpha(alpha: Array, config: ABConfig) -> Array:
@@ -610,18 +642,25 @@ def ab_tuner_parameters(
     """``(sigma, alpha)`` of the next step: the probe's values while ``tuning``, otherwise
     the current best."""
     xp = array_namespace(state.sigma)
-    factor = xp.where(xp.asarray(tuning), _probe_factor(state), xp.ones_like(state.rate))
+    factor = xp.where(xp.asarray(tuning), _probe_factor(state, config), xp.ones_like(state.rate))
     on_sigma = state.coordinate == 0
     sigma = xp.where(on_sigma, state.sigma * factor, state.sigma)
     alpha = xp.where(on_sigma, state.alpha, _clip_alpha(state.alpha * factor, config))
     return sigma, alpha
 
 
+def _next_streak(streak: Array, direction: Array) -> Array:
+    xp = array_namespace(streak)
+    up = xp.where(streak > 0, streak + 1, xp.ones_like(streak))
+    down = xp.where(streak < 0, streak - 1, -xp.ones_like(streak))
+    return xp.where(direction > 0, up, xp.where(direction < 0, down, xp.zeros_like(streak)))
+
+
 def ab_tuner_update(
     state: ABTunerState, jump: Array, config: ABConfig, block_size: int
 ) -> ABTunerState:
     """Record one step's expected jump; at the end of the third block of a coordinate keep
-    the best of ``theta, theta (1 + gamma), theta (1 - gamma)`` (ties as in Alg. 4) and
+    the best of ``theta`` and its two probes (ties as in Alg. 4: up, then down, then stay) and
     move to the other coordinate; after a round (sigma then alpha) with no change,
     ``gamma <- decay * gamma``.
 
@@ -638,17 +677,24 @@ def ab_tuner_update(
     probe = xp.where(block_done, state.probe + 1, state.probe)
     count = xp.where(block_done, xp.zeros_like(count), count)
     decided = probe >= 3
-    one = xp.ones_like(state.rate)
-    # Alg. 4's order: theta (1 + gamma) wins ties, then theta (1 - gamma), then theta; so a
-    # chain that never moves at a tiny sigma (all jumps 0) still grows it
-    factor = xp.where(
-        (plus >= base) & (plus >= minus),
-        one + state.rate,
-        xp.where(minus >= base, one - state.rate, one),
-    )
+    # Alg. 4's order: the up probe wins ties, then the down probe, then theta; so a chain
+    # that never moves at a tiny sigma (all jumps 0) still grows it
+    go_up = (plus >= base) & (plus >= minus)
+    go_down = ~go_up & (minus >= base)
+    up, down = _probe_factors(state, config)
+    factor = xp.where(go_up, up, xp.where(go_down, down, xp.ones_like(up)))
+    direction = xp.where(go_up, 1, xp.where(go_down, -1, 0))
     on_sigma = state.coordinate == 0
     sigma = xp.where(decided & on_sigma, state.sigma * factor, state.sigma)
     alpha = xp.where(decided & ~on_sigma, _clip_alpha(state.alpha * factor, config), state.alpha)
+    # a probe clipped onto the current alpha is no move
+    direction = xp.where(~on_sigma & (alpha == state.alpha), 0, direction)
+    sigma_streak = xp.where(
+        decided & on_sigma, _next_streak(state.sigma_streak, direction), state.sigma_streak
+    )
+    alpha_streak = xp.where(
+        decided & ~on_sigma, _next_streak(state.alpha_streak, direction), state.alpha_streak
+    )
     round_done = decided & ~on_sigma
     unchanged = (sigma == state.round_sigma) & (alpha == state.round_alpha)
     rate = xp.where(round_done & unchanged, state.rate * config.decay, state.rate)
@@ -664,16 +710,18 @@ def ab_tuner_update(
         jump_minus=xp.where(decided, zero, minus),
         round_sigma=xp.where(round_done, sigma, state.round_sigma),
         round_alpha=xp.where(round_done, alpha, state.round_alpha),
+        sigma_streak=sigma_streak,
+        alpha_streak=alpha_streak,
     )
 
 
 def default_block_size(num_warmup: int, config: ABConfig) -> int:
     """Steps per probe block: ``config.block_size``, or when None the paper's 100 shortened
-    so that a warmup holds ten rounds of six blocks, but never below 20 (shorter blocks make
-    the jump estimates too noisy to rank the probes)."""
+    so that a warmup holds twenty rounds of six blocks, but never below 20 (shorter blocks
+    make the jump estimates too noisy to rank the probes)."""
     if config.block_size is not None:
         return config.block_size
-    return int(max(20, min(100, num_warmup // 60)))
+    return int(max(20, min(100, num_warmup // 120)))
 
 
 def default_burn_in(num_warmup: int, config: ABConfig) -> int:

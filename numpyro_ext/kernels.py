@@ -795,10 +795,11 @@ class AB(_DiscreteKernel):
 
     During warmup ``(sigma, alpha)`` adapt by coordinate ascent on the expected jump distance
     (App. A.2: probes ``theta (1 +- gamma)`` in blocks of steps, ``gamma`` shrinking by
-    ``decay`` when a round changes nothing); they are frozen for sampling. The search moves by
-    at most a factor ``1 + rate`` per round of six blocks, so give it a long warmup (several
-    thousand steps) when the start ``(0.1, 0.5)`` is far from good, or pass a better
-    ``step_size``.
+    ``decay`` when a round changes nothing); they are frozen for sampling. The paper's search
+    moves by at most a factor ``1 + rate`` per round of six blocks; here a direction that keeps
+    winning doubles its exponent (``max_doublings``, see :class:`discrete_kernels.ABConfig`)
+    so the start ``(0.1, 0.5)`` is left in a few rounds. Still, give AB a longer warmup than
+    DMALA (a few thousand steps): each round costs six blocks.
 
     Statistics: ``step_size`` is ``sigma`` and ``balance`` is ``alpha`` of each draw's
     proposal; also ``accept_prob``, ``accepted``, ``hamming_distance``, ``potential_energy``.
@@ -817,8 +818,10 @@ class AB(_DiscreteKernel):
     rate, decay : float
         ``gamma`` (0.2) and its decay (0.9).
     block_size : int, optional
-        Steps per probe (the paper's 100, or when None shortened so that the warmup holds ten
-        rounds, at least 20).
+        Steps per probe (the paper's 100, or when None shortened so that the warmup holds
+        twenty rounds, at least 20).
+    max_doublings : int
+        Expansion of the search while a direction keeps winning (3; 0 is the paper's rule).
     burn_in : int, optional
         Warmup steps whose proposals fit ``W`` (default half the warmup).
     coupling : array, optional
@@ -843,6 +846,7 @@ class AB(_DiscreteKernel):
         decay: float = 0.9,
         block_size: int | None = None,
         burn_in: int | None = None,
+        max_doublings: int = 3,
         coupling: Any = None,
         exact_sites: Sequence[str] = (),
     ) -> None:
@@ -855,7 +859,7 @@ class AB(_DiscreteKernel):
             exact_sites=exact_sites,
         )
         self._config = dk.ab.ab_options(
-            variant, step_size, alpha, rate, decay, block_size, burn_in, self._name
+            variant, step_size, alpha, rate, decay, block_size, burn_in, self._name, max_doublings
         )
         self._quadratic = variant != "1st"
         self._gaussian_noise = self._quadratic

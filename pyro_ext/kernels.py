@@ -626,6 +626,7 @@ class AB(_DiscreteKernel):
         decay: float = 0.9,
         block_size: int | None = None,
         burn_in: int | None = None,
+        max_doublings: int = 3,
         coupling: Any = None,
         exact_sites: Sequence[str] = (),
     ) -> None:
@@ -638,7 +639,7 @@ class AB(_DiscreteKernel):
             exact_sites=exact_sites,
         )
         self._config = dk.ab.ab_options(
-            variant, step_size, alpha, rate, decay, block_size, burn_in, self._name
+            variant, step_size, alpha, rate, decay, block_size, burn_in, self._name, max_doublings
         )
         self._is_quadratic = variant != "1st"
         self._coupling = coupling

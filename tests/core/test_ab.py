@@ -301,3 +301,58 @@ def test_tuner_probes_are_the_three_scalings():
     np.testing.assert_allclose(seen, [0.1, 0.1, 0.12, 0.12, 0.08, 0.08])
     assert int(state.coordinate) == 1  # on to alpha
     assert float(state.sigma) == pytest.approx(0.12)  # Alg. 4: theta (1 + gamma) wins ties
+
+
+def test_doubling_leaves_a_far_start_in_few_rounds_and_zero_doublings_is_the_paper():
+    """Jumps increasing in sigma up to sigma* = 50: rounds needed from 0.1."""
+
+    def rounds_to_reach(max_doublings):
+        config = ab.ABConfig(block_size=1, max_doublings=max_doublings)
+        state = ab.ab_tuner_init(config, np.zeros(()))
+        for step in range(6 * 200):
+            sigma, alpha = ab.ab_tuner_parameters(state, config)
+            jump = -abs(np.log(sigma) - np.log(50.0)) - abs(alpha - 1.0)
+            state = ab.ab_tuner_update(state, np.asarray(jump), config, 1)
+            if float(state.sigma) > 25.0:
+                return step // 6 + 1  # the round this step belongs to
+        return None
+
+    paper = rounds_to_reach(0)
+    assert paper == 31  # log(250) / log(1.2) rounds, one factor 1.2 each
+    assert rounds_to_reach(3) <= 10
+
+
+def test_quadratic_proposal_is_exact_gibbs_on_a_quadratic_binary_target():
+    """With W the exact Hessian of f(x) = x'Wx/2 + b'x on binary x, alpha = 1 and
+    sigma = inf, the step is Gibbs on the extended space: log A = 0 for every move."""
+    rng = np.random.default_rng(8)
+    d = 6
+    w = rng.normal(size=(d, d))
+    w = (w + w.T) / 2
+    b = rng.normal(size=d)
+
+    def local_fn(leaves):
+        v = leaves[0].astype(float)
+        return 0.5 * v @ w @ v + b @ v, (w @ v + b,)
+
+    domains = (dk.Binary(),)
+    for variant in ("trace", "shift", "max"):
+        quadratic = ab.quadratic_from_coupling(w, variant)
+        x = (rng.integers(0, 2, size=d),)
+        f, local = local_fn(x)
+        accept = []
+        for _ in range(50):
+            _, info = dk.ab_step(
+                dk.ChainState(x, f, local),
+                (rng.uniform(size=d),),
+                rng.normal(size=d),
+                0.5,
+                local_fn=local_fn,
+                domains=domains,
+                is_table=(False,),
+                sigma=1e12,
+                alpha=1.0,
+                quadratic=quadratic,
+            )
+            accept.append(float(info.accept_prob))
+        np.testing.assert_allclose(accept, 1.0, atol=1e-6)
