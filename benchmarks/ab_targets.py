@@ -198,6 +198,37 @@ def run_one(name, target, warmup, samples, sweeps, seed):
     return record
 
 
+def warm_up() -> None:
+    """Pay JAX's one-off start-up costs on a tiny model before anything is timed."""
+
+    def tiny():
+        x = numpyro.sample("x", dist.Bernoulli(0.5).expand([4]))
+        numpyro.factor("f", jnp.sum(x[:-1] * x[1:]))
+
+    for kernel in (nx.DMALA(tiny), nx.AB(tiny), nx.AB(tiny, variant="trace"), DiscreteGibbs(tiny)):
+        MCMC(kernel, num_warmup=10, num_samples=10, progress_bar=False).run(jax.random.key(0))
+
+
+def time_per_step(name: str, num_steps: int, seed: int) -> tuple[float, float]:
+    """Seconds per step of one chain on the Ising target at fixed parameters (no adaptation),
+    keeping every 10th draw: compile included, and steady state from the difference with a
+    run a tenth as long."""
+    model = ising_target()[0]
+    times = []
+    for steps in (num_steps // 10, num_steps):
+        if name == "DMALA":
+            kernel = nx.DMALA(model, step_size=0.2, adapt_step_size=False)
+        else:
+            kernel = nx.AB(model, variant="1st", step_size=0.2, alpha=0.6, adapt=False)
+        mcmc = MCMC(kernel, num_warmup=0, num_samples=steps, thinning=10, progress_bar=False)
+        start = time.perf_counter()
+        mcmc.run(jax.random.key(seed))
+        jax.block_until_ready(mcmc.get_samples()["x"])
+        times.append(time.perf_counter() - start)
+    short, long = times
+    return long / num_steps, (long - short) / (num_steps - num_steps // 10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small run, no docs update")
@@ -209,6 +240,12 @@ def main() -> None:
     if args.quick:
         sweeps = {k: 10 for k in sweeps}
     repeats = 1 if args.quick else args.repeats
+    warm_up()
+    timing_steps = 5_000 if args.quick else 50_000
+    timing = {"DMALA": [], "AB-1st": []}
+    for repeat in range(repeats):
+        for name in timing:
+            timing[name].append(time_per_step(name, timing_steps, repeat))
     results = {}
     for target_name in args.targets:
         target = TARGETS[target_name]()
@@ -220,6 +257,18 @@ def main() -> None:
                 print(target_name, name, repeat, {k: round(v, 3) for k, v in record.items()})
         results[target_name] = rows
     text = report(results, warmup, samples, sweeps, repeats)
+    per_step = {
+        name: [1e6 * float(np.median([t[k] for t in values])) for k in (0, 1)]
+        for name, values in timing.items()
+    }
+    ratio = [per_step["AB-1st"][k] / per_step["DMALA"][k] for k in (0, 1)]
+    text += (
+        "\n\nTime per step on the Ising target, one chain of "
+        f"{timing_steps} steps at fixed parameters keeping every 10th draw: DMALA "
+        f"{per_step['DMALA'][0]:.1f} µs (steady state {per_step['DMALA'][1]:.1f} µs), AB-1st "
+        f"{per_step['AB-1st'][0]:.1f} µs ({per_step['AB-1st'][1]:.1f} µs): AB-1st / DMALA = "
+        f"{ratio[0]:.2f}x compile included, {ratio[1]:.2f}x steady state."
+    )
     print(text)
     if not args.quick:
         write_section(ROOT / "docs" / "benchmarks.md", "ab_targets", text)

@@ -6,9 +6,14 @@
 
 from discrete_kernels.domains import Binary, Categorical, Ordinal
 
+from .esh import ESH, ESHState, JarzynskiResult, esh_jarzynski
 from .kernels import AB, ACS, DMALA, DULA, GWG, ABAdaptState, ACSState, DLPState
 
 __all__ = [
+    "ESH",
+    "ESHState",
+    "JarzynskiResult",
+    "esh_jarzynski",
     "AB",
     "ABAdaptState",
     "ACS",
