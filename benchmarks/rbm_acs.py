@@ -1,4 +1,4 @@
-"""Mode-initialised RBM sampling (App. D.2 protocol of the ACS paper): DMALA and ACS against
+"""Mode-initialised RBM sampling (App. D.2 protocol of the ACS paper): DMALA, AB and ACS against
 block-Gibbs ground truth, MMD over steps.
 
 An RBM with 64 visible units (binarised 8x8 scikit-learn digits) and 32 hidden units is fitted
@@ -7,7 +7,8 @@ training module is another issue). Ground truth: many long block-Gibbs chains. E
 then runs ``CHAINS`` chains on the visible marginal ``log p(x) = b'x + sum_j softplus(c_j +
 W_j x)``, all started at the same training image (inside one mode), and the MMD between the
 chains' current states and the ground truth (kernel ``exp(-hamming / d)``) is recorded over
-steps. AB is not in the library yet, so it is not compared.
+steps. AB runs with its defaults (AB-1st, (sigma, alpha) tuned on the jump distance in the
+same warmup).
 
 Run ``python benchmarks/rbm_acs.py`` (``--quick`` for a smoke run); writes its section of
 ``docs/benchmarks.md`` and ``docs/figures/rbm_acs.png``.
@@ -139,10 +140,11 @@ def main() -> None:
     start = data[0]  # a training image: inside one mode
     kernels = {
         "DMALA": nx.DMALA(potential_fn=potential, domain=nx.Binary()),
+        "AB": nx.AB(potential_fn=potential, domain=nx.Binary()),
         "ACS": nx.ACS(potential_fn=potential, domain=nx.Binary()),
     }
-    # the same steps for both from the same start, warmup included: ACS tunes its cycle and
-    # DMALA adapts its step size in the first num_warmup steps
+    # the same steps for all from the same start, warmup included: ACS tunes its cycle, AB
+    # its (sigma, alpha) and DMALA its step size in the first num_warmup steps
     num_warmup = dk.tuning_steps(kernels["ACS"].config)
     checkpoints = np.unique(np.geomspace(1, num_steps, 30).astype(int)) - 1
     curves = {}
@@ -167,10 +169,9 @@ def main() -> None:
         f"full-batch epochs); ground truth: 500 block-Gibbs chains of {truth_steps} sweeps; "
         f"{CHAINS} chains per sampler, all started at the same training image; steps are "
         f"counted from that start, warmup included (the first {num_warmup}: ACS tunes its "
-        "cycle there, DMALA adapts its step size); unbiased MMD^2 with kernel "
+        "cycle there, AB its (sigma, alpha), DMALA its step size); unbiased MMD^2 with kernel "
         "exp(-hamming/64) between the chains' states at a step and the ground truth (its noise "
-        "level here is about ±5e-4, so values near 0 are indistinguishable). AB is not in the "
-        "library yet.",
+        "level here is about ±5e-4, so values near 0 are indistinguishable).",
         "",
         "| sampler | MMD^2 after 1 step | after 100 steps | final (step "
         f"{num_steps}) | steps to MMD^2 <= {thresholds[0]} | steps to <= {thresholds[1]} "

@@ -54,6 +54,7 @@ __all__ = [
     "ab_step",
     "ab_tuner_init",
     "ab_tuner_parameters",
+    "ab_tuner_restart",
     "ab_tuner_update",
     "balanced_exponent",
     "default_block_size",
@@ -518,6 +519,7 @@ class ABConfig(NamedTuple):
     alpha_bounds: tuple[float, float] = (0.5, 1.0)  # the balanced range of Eq. 6
     burn_in: int | None = None
     max_doublings: int = 3
+    restart_sigma_factor: float = 100.0
 
 
 class ABTunerState(NamedTuple):
@@ -713,6 +715,24 @@ def ab_tuner_update(
         sigma_streak=sigma_streak,
         alpha_streak=alpha_streak,
     )
+
+
+def ab_tuner_restart(state: ABTunerState, config: ABConfig) -> ABTunerState:
+    """Restart the search when ``W`` has just been fitted, at ``alpha = 1`` and
+    ``sigma * config.restart_sigma_factor``, a fresh round and the base rate.
+
+    At ``alpha = 1`` and ``sigma -> inf`` the quadratic proposal is a Gibbs step of the
+    auxiliary-variable model, exact (acceptance 1) for a quadratic target; the first-order
+    burn-in's optimum is usually far below it. ``restart_sigma_factor = 0`` keeps the search
+    where it was (Alg. 1, which just continues).
+    """
+    if config.restart_sigma_factor == 0:
+        return state
+    xp = array_namespace(state.sigma)
+    fresh = ab_tuner_init(config, state.sigma)
+    sigma = state.sigma * config.restart_sigma_factor
+    alpha = xp.ones_like(state.alpha) * config.alpha_bounds[1]
+    return fresh._replace(sigma=sigma, alpha=alpha, round_sigma=sigma, round_alpha=alpha)
 
 
 def default_block_size(num_warmup: int, config: ABConfig) -> int:

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from jax import random
 from jax.flatten_util import ravel_pytree
+from numpyro.infer.gibbs import conditioned, prototype_trace
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import _transforms_from_trace, initialize_model, transform_fn
 from numpyro.util import identity, is_prng_key
@@ -178,16 +179,11 @@ class ESH(MCMCKernel):
             if init_params is None:
                 raise ValueError("ESH: with `potential_fn`, pass `init_params` to MCMC.run.")
             return init_params
-        params, potential_fn_gen, postprocess_fn, model_trace = initialize_model(
-            rng_key,
-            self._model,
-            dynamic_args=True,
-            model_args=model_args,
-            model_kwargs=model_kwargs,
-        )
         discrete = [
             name
-            for name, site in model_trace.items()
+            for name, site in prototype_trace(
+                conditioned(self._model), rng_key, model_args, model_kwargs
+            ).items()
             if site["type"] == "sample"
             and not site["is_observed"]
             and site["fn"].support.is_discrete
@@ -198,6 +194,13 @@ class ESH(MCMCKernel):
                 f"{discrete}. Use numpyro.infer.Gibbs with a discrete kernel of this library "
                 "for them."
             )
+        params, potential_fn_gen, postprocess_fn, model_trace = initialize_model(
+            rng_key,
+            self._model,
+            dynamic_args=True,
+            model_args=model_args,
+            model_kwargs=model_kwargs,
+        )
         self._potential_fn_gen = potential_fn_gen
         self._postprocess_fn = postprocess_fn
         transforms = _transforms_from_trace(model_trace, raise_warnings=False)
@@ -211,7 +214,9 @@ class ESH(MCMCKernel):
         if vectorized:
             keys = jax.vmap(random.split)(rng_key)
             key_state, key_init = keys[:, 0], keys[:, 1]
-            z = self._init_params(key_init[0], model_args, model_kwargs, None)
+            # one unbatched call sets up the potential and transforms (and checks the sites)
+            first = None if init_params is None else jax.tree.map(lambda a: a[0], init_params)
+            self._init_params(key_init[0], model_args, model_kwargs, first)
             if init_params is None:
                 z = jax.vmap(lambda k: self._init_params(k, model_args, model_kwargs, None))(
                     key_init

@@ -767,6 +767,9 @@ class ABAdaptState(NamedTuple):
     - **quadratic** - :class:`discrete_kernels.QuadraticProposal` (zeros until fitted, which
       is exactly AB-1st; None for AB-1st).
     - **dx**, **dg** - the last proposal's pair (None for AB-1st).
+    - **jump** - the last proposal's expected jump distance.
+    - **next_sigma**, **next_alpha** - parameters of the next proposal (a probe during
+      warmup, the tuned values after).
     """
 
     tuner: dk.ABTunerState
@@ -774,6 +777,9 @@ class ABAdaptState(NamedTuple):
     quadratic: Any
     dx: Any
     dg: Any
+    jump: Any
+    next_sigma: Any
+    next_alpha: Any
 
 
 def _fori(num: int, body: Callable, carry: Any) -> Any:
@@ -901,23 +907,40 @@ class AB(_DiscreteKernel):
         self._block_size = dk.ab.default_block_size(num_warmup, self._config)
         self._burn_in = dk.ab.default_burn_in(num_warmup, self._config)
         state = super().init(rng_key, num_warmup, init_params, model_args, model_kwargs)
-        if self._quadratic and self._coupling is None and num_warmup > 0:
-            step = self._sample_fn
-            vectorized = state.i.ndim > 0
-            fit = jax.vmap(self._fit) if vectorized else self._fit
-            collect = jax.vmap(self._collect) if vectorized else self._collect
-            burn_in = self._burn_in
+        fitting = self._quadratic and self._coupling is None and num_warmup > 0
+        tuning = self._adapt_enabled and num_warmup > 0
+        if not (fitting or tuning):
+            return state
+        step = self._sample_fn
+        vectorized = state.i.ndim > 0
+        batch = jax.vmap if vectorized else (lambda f: f)
+        fit, collect, tune = batch(self._fit), batch(self._collect), batch(self._tune)
+        burn_in = self._burn_in
 
-            def sample_fn(state, model_args, model_kwargs):
-                state = step(state, model_args, model_kwargs)
-                # chains share the step index: an unbatched predicate keeps lax.cond a real
-                # branch under vmap, so the O(d^3) fit runs once, not at every step
-                index = state.i[0] if vectorized else state.i
+        def sample_fn(state, model_args, model_kwargs):
+            state = step(state, model_args, model_kwargs)
+            # chains share the step index: an unbatched predicate keeps lax.cond a real
+            # branch under vmap, so warmup-only work (the tuner, the O(d^2) pair statistics,
+            # the O(d^3) fit) costs nothing per sampling step
+            index = state.i[0] if vectorized else state.i
+            if tuning:
+                state = jax.lax.cond(index <= num_warmup, tune, lambda s: s, state)
+            if fitting:
                 state = jax.lax.cond(index <= burn_in, collect, lambda s: s, state)
-                return jax.lax.cond(index == burn_in, fit, lambda s: s, state)
+                state = jax.lax.cond(index == burn_in, fit, lambda s: s, state)
+            return state
 
-            self._sample_fn = sample_fn
+        self._sample_fn = sample_fn
         return state
+
+    def _tune(self, state: DLPState) -> DLPState:
+        """Tuner update with the expected jump of the warmup step just taken."""
+        adapt = state.adapt_state
+        tuner = dk.ab.ab_tuner_update(adapt.tuner, adapt.jump, self._config, self._block_size)
+        sigma, alpha = dk.ab.ab_tuner_parameters(tuner, self._config, state.i < self._num_warmup)
+        return state._replace(
+            adapt_state=adapt._replace(tuner=tuner, next_sigma=sigma, next_alpha=alpha)
+        )
 
     def _collect(self, state: DLPState) -> DLPState:
         adapt = state.adapt_state
@@ -927,7 +950,15 @@ class AB(_DiscreteKernel):
     def _fit(self, state: DLPState) -> DLPState:
         adapt = state.adapt_state
         quadratic, _ = dk.ab.fit_quadratic_proposal(adapt.stats, self._config.variant, _fori)
-        return state._replace(adapt_state=adapt._replace(quadratic=quadratic))
+        if not (self._adapt_enabled and self._burn_in < self._num_warmup):
+            return state._replace(adapt_state=adapt._replace(quadratic=quadratic))
+        tuner = dk.ab.ab_tuner_restart(adapt.tuner, self._config)
+        sigma, alpha = dk.ab.ab_tuner_parameters(tuner, self._config, True)
+        return state._replace(
+            adapt_state=adapt._replace(
+                quadratic=quadratic, tuner=tuner, next_sigma=sigma, next_alpha=alpha
+            )
+        )
 
     def _initial_state(self, rng_key, z, model_args, model_kwargs) -> DLPState:
         self._flat_dim = sum(math.prod(jnp.shape(x)) for x in self._leaves(z))
@@ -935,37 +966,32 @@ class AB(_DiscreteKernel):
 
     def _initial_adapt_state(self, step: jax.Array) -> ABAdaptState:
         tuner = dk.ab.ab_tuner_init(self._config, step)
+        sigma, alpha = dk.ab.ab_tuner_parameters(
+            tuner, self._config, self._adapt_enabled and self._num_warmup > 0
+        )
+        zero = jnp.zeros((), dtype=step.dtype)
         if not self._quadratic:
-            return ABAdaptState(tuner, None, None, None, None)
+            return ABAdaptState(tuner, None, None, None, None, zero, sigma, alpha)
         d = self._flat_dim
         zeros = jnp.zeros((d,), dtype=step.dtype)
+        stats = dk.ab.quadratic_stats_init(d, step)
         if self._coupling is not None:
             if self._coupling.shape != (d, d):
                 raise ValueError(
                     f"AB: coupling must have shape ({d}, {d}) (all discrete coordinates, "
                     f"flattened), got {self._coupling.shape}."
                 )
-            stats = dk.ab.quadratic_stats_init(d, step)
             quadratic = dk.ab.quadratic_from_coupling(
                 self._coupling.astype(step.dtype), self._config.variant, _fori
             )
         else:
-            stats = dk.ab.quadratic_stats_init(d, step)
             quadratic = dk.QuadraticProposal(jnp.zeros((d, d), step.dtype), zeros)
-        return ABAdaptState(tuner, stats, quadratic, zeros, zeros)
+        return ABAdaptState(tuner, stats, quadratic, zeros, zeros, zero, sigma, alpha)
 
     # ---------------------------------------------------------------- step
 
-    def _tuning(self, state: DLPState) -> jax.Array | bool:
-        if not (self._adapt_enabled and self._num_warmup > 0):
-            return False
-        return state.i < self._num_warmup
-
     def _step_parameters(self, state: DLPState) -> tuple:
-        sigma, alpha = dk.ab.ab_tuner_parameters(
-            state.adapt_state.tuner, self._config, self._tuning(state)
-        )
-        return sigma, alpha, True
+        return state.adapt_state.next_sigma, state.adapt_state.next_alpha, True
 
     def _noise_shapes(self, leaves: tuple) -> tuple:
         return dk.dlp_noise_shapes([s.domain for s in self._specs], [x.shape for x in leaves])
@@ -990,12 +1016,8 @@ class AB(_DiscreteKernel):
         return {"quadratic": state.adapt_state.quadratic}
 
     def _adapt(self, state: DLPState, info: dk.ABStepInfo, step_size: jax.Array) -> Any:
-        adapt = state.adapt_state
-        tuner = adapt.tuner
-        tuning = self._tuning(state)
-        if tuning is not False:
-            updated = dk.ab.ab_tuner_update(tuner, info.jump, self._config, self._block_size)
-            tuner = jax.tree.map(lambda new, old: jnp.where(tuning, new, old), updated, tuner)
+        """Record what the warmup updates need (applied outside the per-chain step)."""
+        adapt = state.adapt_state._replace(jump=info.jump)
         if not self._quadratic:
-            return adapt._replace(tuner=tuner)
-        return adapt._replace(tuner=tuner, dx=info.dx, dg=info.dg)
+            return adapt
+        return adapt._replace(dx=info.dx, dg=info.dg)

@@ -9,10 +9,12 @@ from discrete_kernels.domains import Binary, Categorical, Ordinal
 
 from ._target import discrete_sites
 from .arviz import to_arviz
+from .esh import ESH
 from .gibbs import Gibbs
 from .kernels import AB, ACS, DMALA, DULA, GWG, DiscreteGibbs
 
 __all__ = [
+    "ESH",
     "AB",
     "ACS",
     "DMALA",

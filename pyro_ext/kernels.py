@@ -721,6 +721,8 @@ class AB(_DiscreteKernel):
             self._pairs = dk.ab.quadratic_stats_update(self._pairs, info.dx, info.dg)
             if self._t + 1 == self._burn_in:
                 self.quadratic, _ = dk.ab.fit_quadratic_proposal(self._pairs, self._config.variant)
+                if self._adapt_enabled:
+                    self._tuner = dk.ab.ab_tuner_restart(self._tuner, self._config)
 
     def logging(self) -> OrderedDict:
         log = super().logging()

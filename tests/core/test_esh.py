@@ -126,9 +126,7 @@ def test_papers_reservoir_draw_follows_the_speed_weights():
     x = np.tile(rng.normal(size=5), (4000, 1))
     u = np.tile(rng.normal(size=5), (4000, 1))
     start = start_state(vg, x, u)
-    sample, info = esh.esh_trajectory(
-        start, 0.2, 6, vg, rng.uniform(size=(6, 4000)), exact=False
-    )
+    sample, info = esh.esh_trajectory(start, 0.2, 6, vg, rng.uniform(size=(6, 4000)), exact=False)
     # the deterministic trajectory's log speeds
     state, rs = start_state(vg, x[:1], u[:1]), []
     for _ in range(6):

@@ -1,0 +1,60 @@
+"""pyro_ext.ESH through pyro.infer.MCMC: moments, a Gibbs block next to DMALA, statistics."""
+
+import math
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+
+import pyro_ext as px
+
+from ..numpyro_ext.helpers import assert_mc_close
+from .test_pyro_kernels import _mixed_exact, _run, mixed_model
+
+COV = torch.tensor([[1.0, 0.9], [0.9, 1.5]])
+MEAN = torch.tensor([1.0, -2.0])
+
+
+def correlated_model():
+    pyro.sample("x", dist.MultivariateNormal(MEAN, COV))
+    pyro.sample("scale", dist.LogNormal(0.0, 0.5))
+
+
+def test_correlated_gaussian_and_constrained_site_moments():
+    kernel = px.ESH(correlated_model, step_size=0.3, num_steps=8)
+    mcmc = _run(kernel, 1000, 30)
+    samples = mcmc.get_samples(group_by_chain=True)
+    x = samples["x"].numpy().astype(np.float64)
+    second = np.stack([x[..., 0] ** 2, x[..., 1] ** 2, x[..., 0] * x[..., 1]], -1)
+    full = (COV + torch.outer(MEAN, MEAN)).numpy()
+    assert_mc_close(x, MEAN.numpy())
+    assert_mc_close(second, np.array([full[0, 0], full[1, 1], full[0, 1]]))
+    scale = samples["scale"].numpy().astype(np.float64)[..., None]
+    assert_mc_close(np.concatenate([scale, scale**2], -1), [math.exp(0.125), math.exp(0.5)])
+    stats = px.to_arviz(mcmc).sample_stats
+    assert float(stats["hamiltonian_drift"].max()) < 0.5
+    assert np.all(stats["num_grad_evals"].values == 8)
+
+
+def test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior():
+    y = torch.tensor([0.3, 1.1, 0.8])
+    mean_z, mean_mu, second_mu = _mixed_exact(y.numpy())
+    kernel = px.Gibbs(
+        [(px.DMALA(mixed_model), px.discrete_sites), (px.ESH(mixed_model, step_size=0.3, num_steps=4), None)]
+    )
+    mcmc = _run(kernel, 1500, 100, y)
+    samples = mcmc.get_samples(group_by_chain=True)
+    assert_mc_close(samples["z"].numpy().astype(np.float64), mean_z)
+    mu = samples["mu"].numpy().astype(np.float64)
+    assert_mc_close(np.stack([mu, mu**2], axis=-1), np.array([mean_mu, second_mu]))
+
+
+def test_esh_errors():
+    with pytest.raises(ValueError, match="exactly one of"):
+        px.ESH()
+    with pytest.raises(ValueError, match="num_steps must be a positive int"):
+        px.ESH(correlated_model, num_steps=0)
+    with pytest.raises(ValueError, match=r"discrete latent sites \['z'\].*Gibbs"):
+        _run(px.ESH(mixed_model), 2, 1, torch.tensor([0.3, 1.1, 0.8]))
