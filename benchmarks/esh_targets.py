@@ -220,6 +220,73 @@ def run_sampler(name, log_density, x0, budget, key):
     return run_langevin(log_density, x0, budget + 1, key, adjusted=name == "MALA")
 
 
+# ------------------------------------------------------------------------------ timing
+
+
+def logistic_target(seed: int = 0, n: int = 2000, d: int = 50):
+    """Bayesian logistic regression log density (a gradient costing real work)."""
+    rng = np.random.default_rng(seed)
+    x = jnp.asarray(rng.normal(size=(n, d)), jnp.float32)
+    y = jnp.asarray(rng.integers(0, 2, size=n), jnp.float32)
+
+    def log_density(w):
+        logits = x @ w
+        return jnp.sum(y * logits - jnp.logaddexp(0.0, logits)) - 0.5 * jnp.sum(w**2)
+
+    return log_density, d
+
+
+def seconds_per_leapfrog(log_density, d: int, num_draws: int, num_steps: int = 50) -> float:
+    """Wall time per leapfrog step of ``MCMC(nx.ESH)`` (one chain, compile included)."""
+    kernel = nx.ESH(potential_fn=lambda z: -log_density(z["x"]), num_steps=num_steps)
+    mcmc = MCMC(kernel, num_warmup=0, num_samples=num_draws, progress_bar=False)
+    start = time.perf_counter()
+    mcmc.run(jax.random.key(0), init_params={"x": jnp.zeros(d)})
+    jax.block_until_ready(mcmc.get_samples()["x"])
+    return (time.perf_counter() - start) / (num_draws * num_steps)
+
+
+def seconds_per_value_and_grad(log_density, d: int, num_evals: int) -> float:
+    """Wall time per ``value_and_grad`` in a bare ``lax.scan`` (compile included)."""
+
+    def body(x, _):
+        f, g = jax.value_and_grad(log_density)(x)
+        return x + 1e-9 * g, f
+
+    run = jax.jit(lambda x: jax.lax.scan(body, x, None, length=num_evals))
+    start = time.perf_counter()
+    jax.block_until_ready(run(jnp.zeros(d)))
+    return (time.perf_counter() - start) / num_evals
+
+
+def timing_rows(quick: bool) -> list[str]:
+    """ESH leapfrog step vs one value_and_grad, compile included and steady state (from the
+    difference of two run lengths), medians of 3."""
+    targets = {"50D ICG": icg_target()[::3], "logistic regression, 2000 x 50": logistic_target()}
+    draws = 200 if quick else 2000
+    lines = [
+        "| target | µs per ESH leapfrog step | µs per value_and_grad | ratio "
+        "| steady state: leapfrog, value_and_grad, ratio |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name, (log_density, d) in targets.items():
+        runs = []
+        for _ in range(3):
+            short_l = seconds_per_leapfrog(log_density, d, draws // 10)
+            long_l = seconds_per_leapfrog(log_density, d, draws)
+            short_v = seconds_per_value_and_grad(log_density, d, draws * 5)
+            long_v = seconds_per_value_and_grad(log_density, d, draws * 50)
+            steady_l = (long_l * draws - short_l * draws / 10) / (draws * 0.9)
+            steady_v = (long_v * draws * 50 - short_v * draws * 5) / (draws * 45)
+            runs.append((long_l, long_v, steady_l, steady_v))
+        m = np.median(np.array(runs), axis=0) * 1e6
+        lines.append(
+            f"| {name} | {m[0]:.2f} | {m[1]:.2f} | {m[0] / m[1]:.2f}x "
+            f"| {m[2]:.2f}, {m[3]:.2f}, {m[2] / m[3]:.2f}x |"
+        )
+    return lines
+
+
 # ------------------------------------------------------------------------------ metrics
 
 
@@ -280,6 +347,10 @@ def main() -> None:
             rows.append((target_name, name, curve, ess / (grads_used * finite.sum()), seconds))
             print(target_name, name, [f"{c:.4f}" for c in curve], f"{ess:.1f}", flush=True)
     text = report(rows, budgets)
+    text += "\n\nTime per ESH leapfrog step (`MCMC(nx.ESH)`, one chain, 50 steps per draw) "
+    text += "against one `value_and_grad` of the same target in a bare `lax.scan`:\n\n"
+    text += "\n".join(timing_rows(args.quick))
+    text += "\n\n![MMD over gradient evaluations](figures/esh_mmd.png)"
     print(text)
     if not args.quick:
         write_section(ROOT / "docs" / "benchmarks.md", "esh_targets", text)

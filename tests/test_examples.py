@@ -1,4 +1,5 @@
-"""The examples and benchmarks run end to end (short settings)."""
+"""The examples (default run) and the benchmarks (``-m slow``) run end to end, short
+settings."""
 
 import os
 import subprocess
@@ -10,6 +11,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+SLOW = pytest.mark.slow  # benchmarks' smoke runs: `pytest -m slow`
+
+
 @pytest.mark.parametrize(
     "script",
     [
@@ -17,8 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
         "examples/variable_selection.py",
         "examples/multimodal_acs.py",
         "examples/pyro_mixture.py",
-        "benchmarks/ising_numpyro.py",
-        "benchmarks/rbm_acs.py",
+        pytest.param("benchmarks/ising_numpyro.py", marks=SLOW),
+        pytest.param("benchmarks/rbm_acs.py", marks=SLOW),
+        pytest.param("benchmarks/ab_targets.py", marks=SLOW),
+        pytest.param("benchmarks/esh_targets.py", marks=SLOW),
     ],
 )
 def test_script_runs(script):

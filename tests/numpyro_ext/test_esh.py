@@ -29,9 +29,9 @@ def correlated_model():
 
 def test_correlated_gaussian_and_constrained_site_moments():
     mcmc = MCMC(
-        nx.ESH(correlated_model, step_size=0.2, num_steps=20),
+        nx.ESH(correlated_model, step_size=0.3, num_steps=10),
         num_warmup=100,
-        num_samples=4000,
+        num_samples=3000,
         num_chains=2,
         chain_method="vectorized",
         progress_bar=False,
@@ -48,7 +48,7 @@ def test_correlated_gaussian_and_constrained_site_moments():
     assert_mc_close(np.concatenate([scale, scale**2], -1), [math.exp(0.125), math.exp(0.5)])
     stats = mcmc.get_extra_fields()
     assert float(np.max(stats["hamiltonian_drift"])) < 0.5
-    assert np.all(np.asarray(stats["num_grad_evals"]) == 20)
+    assert np.all(np.asarray(stats["num_grad_evals"]) == 10)
     idata = az.from_numpyro(mcmc)
     for name in ("hamiltonian_drift", "trajectory_length", "num_grad_evals", "lp"):
         assert name in idata.sample_stats
@@ -67,9 +67,9 @@ def mixture_model():
 
 def test_two_dimensional_mixture_moments():
     mcmc = MCMC(
-        nx.ESH(mixture_model, step_size=0.2, num_steps=20),
+        nx.ESH(mixture_model, step_size=0.3, num_steps=10),
         num_warmup=100,
-        num_samples=4000,
+        num_samples=3000,
         num_chains=2,
         chain_method="vectorized",
         progress_bar=False,

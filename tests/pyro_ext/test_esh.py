@@ -42,7 +42,10 @@ def test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior():
     y = torch.tensor([0.3, 1.1, 0.8])
     mean_z, mean_mu, second_mu = _mixed_exact(y.numpy())
     kernel = px.Gibbs(
-        [(px.DMALA(mixed_model), px.discrete_sites), (px.ESH(mixed_model, step_size=0.3, num_steps=4), None)]
+        [
+            (px.DMALA(mixed_model), px.discrete_sites),
+            (px.ESH(mixed_model, step_size=0.3, num_steps=4), None),
+        ]
     )
     mcmc = _run(kernel, 1500, 100, y)
     samples = mcmc.get_samples(group_by_chain=True)
