@@ -233,8 +233,36 @@ def esh_trajectory(
     # the start is a candidate of the exact kernel (weight 1), not of the paper's reservoir
     log_total = zero if exact else xp.full_like(zero, -math.inf)
     selected = xp.astype(zero, xp.int32)
-    carry = (flipped, start, start, log_total, zero, selected, xp.asarray(0))
     run = loop if loop is not None else _python_loop
+    if backward_steps.ndim == 0:
+        # one offset for all chains: the backward and forward legs are two plain loops
+        # (``loop`` may take a traced count), with no per-step selection between them
+        def leg(sign):
+            def leg_body(carry):
+                state, sample, log_total, drift, selected, index, k = carry
+                state = esh_leapfrog(state, step_size, value_and_grad)
+                log_weight = orbit_log_weight(state, start) if exact else state.r
+                usable = xp.isfinite(log_weight)
+                log_weight = xp.where(usable, log_weight, xp.full_like(log_weight, -math.inf))
+                log_total_new = xp.logaddexp(log_total, log_weight)
+                take = usable & (xp.log(uniforms[k]) < log_weight - log_total_new)
+                sample = ESHState(*(_where(take, n, o) for n, o in zip(state, sample)))
+                drift = xp.where(
+                    usable, xp.maximum(drift, xp.abs(esh_hamiltonian(state) - h0)), drift
+                )
+                position = sign * (index + 1) + xp.zeros_like(selected)
+                selected = xp.where(take, position, selected)
+                return state, sample, log_total_new, drift, selected, index + 1, k + 1
+
+            return leg_body
+
+        k0 = xp.asarray(0)
+        carry = (flipped, start, log_total, zero, selected, k0, k0)
+        carry = run(backward_steps, leg(-1), carry)
+        carry = (start,) + carry[1:5] + (k0, carry[6])
+        _, sample, _, drift, selected, _, _ = run(num_steps - backward_steps, leg(1), carry)
+        return sample, ESHTrajectoryInfo(drift, selected)
+    carry = (flipped, start, start, log_total, zero, selected, xp.asarray(0))
     _, _, sample, _, drift, selected, _ = run(num_steps, body, carry)
     return sample, ESHTrajectoryInfo(drift, selected)
 

@@ -195,3 +195,26 @@ def test_papers_restarted_reservoir_is_detectably_biased():
     the same check as above catches it (why the kernels default to the exact orbit)."""
     z, _ = _invariance_z(exact=False)
     assert np.max(z) > 10
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_scalar_offset_path_matches_the_per_chain_path(exact):
+    """One offset for all chains runs two plain loops; per-chain offsets select per step."""
+    precision, mean = _correlated()
+    vg = gaussian(precision, mean)
+    rng = np.random.default_rng(9)
+    x, u = rng.normal(size=5), rng.normal(size=5)
+    uniforms = rng.uniform(size=8)
+    for back in (0, 3, 8):
+        single, info = esh.esh_trajectory(start_state(vg, x, u), 0.3, 8, vg, uniforms, back, exact)
+        batch, info_b = esh.esh_trajectory(
+            start_state(vg, x[None], u[None]),
+            0.3,
+            8,
+            vg,
+            uniforms[:, None],
+            np.array([back]),
+            exact,
+        )
+        np.testing.assert_allclose(single.x, batch.x[0], atol=1e-12)
+        assert int(info.selected_step) == int(info_b.selected_step[0])
