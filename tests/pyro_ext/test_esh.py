@@ -38,6 +38,32 @@ def test_correlated_gaussian_and_constrained_site_moments():
     assert np.all(stats["num_grad_evals"].values == 8)
 
 
+def mixture_model():
+    mix = dist.MixtureSameFamily(
+        dist.Categorical(torch.tensor([0.3, 0.7])),
+        dist.MultivariateNormal(
+            torch.tensor([[-1.2, 0.0], [1.2, 0.5]]), torch.stack([torch.eye(2), 0.5 * torch.eye(2)])
+        ),
+    )
+    # torch registers no transform for the mixture's support: a wide Normal site whose
+    # density the factor replaces by the mixture's
+    wide = dist.Normal(0.0, 10.0).expand([2]).to_event(1)
+    x = pyro.sample("x", wide)
+    pyro.factor("mixture", mix.log_prob(x) - wide.log_prob(x))
+
+
+def test_two_dimensional_mixture_moments():
+    mcmc = _run(px.ESH(mixture_model, step_size=0.3, num_steps=8), 1000, 30, seed=1)
+    x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
+    means = (np.array([-1.2, 0.0]), np.array([1.2, 0.5]))
+    mean = 0.3 * means[0] + 0.7 * means[1]
+    second = 0.3 * (np.eye(2) + np.outer(means[0], means[0])) + 0.7 * (
+        0.5 * np.eye(2) + np.outer(means[1], means[1])
+    )
+    stats = np.concatenate([x, x**2, x[..., :1] * x[..., 1:]], -1)
+    assert_mc_close(stats, np.r_[mean, np.diag(second), second[0, 1]])
+
+
 def test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior():
     y = torch.tensor([0.3, 1.1, 0.8])
     mean_z, mean_mu, second_mu = _mixed_exact(y.numpy())
