@@ -18,7 +18,7 @@ SLOW = pytest.mark.slow  # benchmarks' smoke runs: `pytest -m slow`
     "script",
     [
         "examples/binary_bnn.py",
-        "examples/variable_selection.py",
+        pytest.param("examples/variable_selection.py", marks=SLOW),
         "examples/multimodal_acs.py",
         "examples/pyro_mixture.py",
         pytest.param("benchmarks/ising_numpyro.py", marks=SLOW),

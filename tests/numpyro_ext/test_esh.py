@@ -31,7 +31,7 @@ def test_correlated_gaussian_and_constrained_site_moments():
     mcmc = MCMC(
         nx.ESH(correlated_model, step_size=0.3, num_steps=10),
         num_warmup=100,
-        num_samples=3000,
+        num_samples=2000,
         num_chains=2,
         chain_method="vectorized",
         progress_bar=False,
@@ -69,7 +69,7 @@ def test_two_dimensional_mixture_moments():
     mcmc = MCMC(
         nx.ESH(mixture_model, step_size=0.3, num_steps=10),
         num_warmup=100,
-        num_samples=3000,
+        num_samples=2000,
         num_chains=2,
         chain_method="vectorized",
         progress_bar=False,
@@ -93,7 +93,7 @@ def test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior():
     mcmc = MCMC(
         kernel,
         num_warmup=300,
-        num_samples=3000,
+        num_samples=2000,
         num_chains=2,
         progress_bar=False,
         chain_method="sequential",

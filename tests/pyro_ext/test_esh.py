@@ -24,7 +24,7 @@ def correlated_model():
 
 def test_correlated_gaussian_and_constrained_site_moments():
     kernel = px.ESH(correlated_model, step_size=0.3, num_steps=8)
-    mcmc = _run(kernel, 1000, 30)
+    mcmc = _run(kernel, 700, 30)
     samples = mcmc.get_samples(group_by_chain=True)
     x = samples["x"].numpy().astype(np.float64)
     second = np.stack([x[..., 0] ** 2, x[..., 1] ** 2, x[..., 0] * x[..., 1]], -1)
@@ -53,7 +53,7 @@ def mixture_model():
 
 
 def test_two_dimensional_mixture_moments():
-    mcmc = _run(px.ESH(mixture_model, step_size=0.3, num_steps=8), 1000, 30, seed=1)
+    mcmc = _run(px.ESH(mixture_model, step_size=0.3, num_steps=8), 700, 30, seed=1)
     x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
     means = (np.array([-1.2, 0.0]), np.array([1.2, 0.5]))
     mean = 0.3 * means[0] + 0.7 * means[1]
@@ -73,7 +73,7 @@ def test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior():
             (px.ESH(mixed_model, step_size=0.3, num_steps=4), None),
         ]
     )
-    mcmc = _run(kernel, 1500, 100, y)
+    mcmc = _run(kernel, 1000, 100, y)
     samples = mcmc.get_samples(group_by_chain=True)
     assert_mc_close(samples["z"].numpy().astype(np.float64), mean_z)
     mu = samples["mu"].numpy().astype(np.float64)
