@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from array_api_compat import array_namespace
@@ -15,6 +16,7 @@ __all__ = [
     "log_sigmoid",
     "log_softmax",
     "masked_sum",
+    "python_loop",
     "sum_event",
 ]
 
@@ -96,3 +98,11 @@ def categorical_from_uniform(logits: Array, uniform: Array) -> Array:
     count = xp.sum(xp.astype(cdf <= threshold, xp.int32), axis=-1)
     # rounding can put the threshold on the total when uniform is within 2**-24 of 1
     return xp.where(count >= logits.shape[-1], xp.argmax(logits, axis=-1), count)
+
+
+def python_loop(num: int, body: Callable[[Any], Any], carry: Any) -> Any:
+    """``carry = body(carry)`` ``num`` times: the default ``loop`` of the core's iterative
+    functions (adapters pass ``lax.fori_loop`` instead)."""
+    for _ in range(num):
+        carry = body(carry)
+    return carry

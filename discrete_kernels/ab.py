@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from ._xp import Array, array_namespace
+from ._xp import Array, array_namespace, python_loop
 from .domains import Categorical, Domain
 from .proposals import dlp_leaf_log_prob, dlp_leaf_logits, dlp_leaf_sample
 from .steps import ChainState, LocalFn, dlp_propose, mh_finish
@@ -78,13 +78,6 @@ __all__ = [
 AB_VARIANTS = ("1st", "trace", "shift", "max")
 
 Loop = Callable[[int, Callable[[Any], Any], Any], Any]
-
-
-def python_loop(num: int, body: Callable[[Any], Any], carry: Any) -> Any:
-    """``carry = body(carry)`` ``num`` times (adapters pass ``lax.fori_loop`` instead)."""
-    for _ in range(num):
-        carry = body(carry)
-    return carry
 
 
 def balanced_exponent(r: Array | float) -> Array | float:

@@ -23,12 +23,13 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from ._xp import Array, array_namespace
+from ._xp import Array, array_namespace, python_loop
 
 __all__ = [
     "ESHState",
     "ESHTrajectoryInfo",
     "esh_half_step",
+    "esh_options",
     "esh_hamiltonian",
     "esh_leapfrog",
     "esh_trajectory",
@@ -54,6 +55,18 @@ class ESHState(NamedTuple):
     r: Array
     log_density: Array
     grad: Array
+
+
+def esh_options(model: Any, potential_fn: Any, step_size: Any, num_steps: Any) -> None:
+    """Validate the ESH kernels' options once for both adapters (``ValueError`` naming the
+    argument and what is allowed)."""
+    if (model is None) == (potential_fn is None):
+        raise ValueError("ESH: give exactly one of `model` or `potential_fn`.")
+    valid = isinstance(step_size, (int, float)) and not isinstance(step_size, bool)
+    if not (valid and 0 < step_size < math.inf):
+        raise ValueError(f"ESH: step_size must be a positive finite number, got {step_size!r}.")
+    if not (isinstance(num_steps, int) and not isinstance(num_steps, bool) and num_steps >= 1):
+        raise ValueError(f"ESH: num_steps must be a positive int, got {num_steps!r}.")
 
 
 def unit_vector(normals: Array) -> Array:
@@ -233,7 +246,7 @@ def esh_trajectory(
     # the start is a candidate of the exact kernel (weight 1), not of the paper's reservoir
     log_total = zero if exact else xp.full_like(zero, -math.inf)
     selected = xp.astype(zero, xp.int32)
-    run = loop if loop is not None else _python_loop
+    run = loop if loop is not None else python_loop
     if backward_steps.ndim == 0:
         # one offset for all chains: the backward and forward legs are two plain loops
         # (``loop`` may take a traced count), with no per-step selection between them
@@ -271,12 +284,6 @@ def _where(cond: Array, new: Array, old: Array) -> Array:
     xp = array_namespace(new)
     extra = len(new.shape) - len(cond.shape)
     return xp.where(xp.reshape(cond, cond.shape + (1,) * extra), new, old)
-
-
-def _python_loop(num: int, body: Callable[[Any], Any], carry: Any) -> Any:
-    for _ in range(num):
-        carry = body(carry)
-    return carry
 
 
 def jarzynski_log_weights(

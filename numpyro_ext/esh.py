@@ -19,6 +19,8 @@ from numpyro.util import identity, is_prng_key
 
 from discrete_kernels import esh
 
+from .kernels import _fori
+
 __all__ = ["ESH", "ESHState", "JarzynskiResult", "esh_jarzynski"]
 
 
@@ -43,10 +45,6 @@ class ESHState(NamedTuple):
     trajectory_length: jax.Array
     num_grad_evals: jax.Array
     rng_key: jax.Array
-
-
-def _fori(num: int, body: Callable, carry: Any) -> Any:
-    return jax.lax.fori_loop(0, num, lambda _, c: body(c), carry)
 
 
 def _flat_value_and_grad(potential_fn: Callable, unravel: Callable) -> Callable:
@@ -103,12 +101,7 @@ class ESH(MCMCKernel):
         num_steps: int = 20,
         exact: bool = True,
     ) -> None:
-        if (model is None) == (potential_fn is None):
-            raise ValueError("ESH: give exactly one of `model` or `potential_fn`.")
-        if not (isinstance(step_size, (int, float)) and 0 < step_size < math.inf):
-            raise ValueError(f"ESH: step_size must be a positive finite number, got {step_size!r}.")
-        if not (isinstance(num_steps, int) and num_steps >= 1):
-            raise ValueError(f"ESH: num_steps must be a positive int, got {num_steps!r}.")
+        esh.esh_options(model, potential_fn, step_size, num_steps)
         self._model = model
         self._potential_fn = potential_fn
         self._step_size = float(step_size)

@@ -993,8 +993,7 @@ class AB(_DiscreteKernel):
     def _step_parameters(self, state: DLPState) -> tuple:
         return state.adapt_state.next_sigma, state.adapt_state.next_alpha, True
 
-    def _noise_shapes(self, leaves: tuple) -> tuple:
-        return dk.dlp_noise_shapes([s.domain for s in self._specs], [x.shape for x in leaves])
+    _noise_shapes = _DLPKernel._noise_shapes  # one uniform per coordinate, as the DLP
 
     def _core_step(
         self, chain, uniforms, accept_uniform, local_fn, step_size, balance, metropolis, **extra

@@ -41,12 +41,7 @@ class ESH(MCMCKernel):
         num_steps: int = 20,
         exact: bool = True,
     ) -> None:
-        if (model is None) == (potential_fn is None):
-            raise ValueError("ESH: give exactly one of `model` or `potential_fn`.")
-        if not (isinstance(step_size, (int, float)) and 0 < step_size < math.inf):
-            raise ValueError(f"ESH: step_size must be a positive finite number, got {step_size!r}.")
-        if not (isinstance(num_steps, int) and num_steps >= 1):
-            raise ValueError(f"ESH: num_steps must be a positive int, got {num_steps!r}.")
+        esh.esh_options(model, potential_fn, step_size, num_steps)
         self.model = model
         self.potential_fn = potential_fn
         self.transforms: dict | None = None

@@ -685,8 +685,7 @@ class AB(_DiscreteKernel):
             zeros = torch.zeros(d, dtype=like.dtype)
             self.quadratic = dk.QuadraticProposal(torch.zeros(d, d, dtype=like.dtype), zeros)
 
-    def _noise_shapes(self, leaves: tuple) -> tuple:
-        return dk.dlp_noise_shapes([s.domain for s in self._specs], [x.shape for x in leaves])
+    _noise_shapes = _DLPKernel._noise_shapes  # one uniform per coordinate, as the DLP
 
     def _tuning(self) -> bool:
         return self._adapt_enabled and self._t < self._warmup_steps
