@@ -139,7 +139,10 @@ def test_potential_mode_and_the_papers_reservoir_option():
             progress_bar=False,
         )
         mcmc.run(jax.random.key(4), init_params={"a": jnp.zeros(3)})
-        assert mcmc.get_samples()["a"].shape == (50, 3)
+        a = np.asarray(mcmc.get_samples()["a"])
+        assert a.shape == (50, 3) and np.all(np.isfinite(a))
+        assert len(np.unique(a[:, 0])) > 40  # the chain moves at (nearly) every draw
+        assert 0.5 < a.std() < 2.0  # a standard normal, roughly
 
 
 def test_esh_errors():
