@@ -39,6 +39,7 @@ from ._xp import Array, array_namespace, python_loop
 from .domains import Categorical, Domain
 from .proposals import dlp_leaf_log_prob, dlp_leaf_logits, dlp_leaf_sample
 from .steps import ChainState, LocalFn, dlp_propose, mh_finish
+from .validation import check_int, check_number
 
 __all__ = [
     "AB_VARIANTS",
@@ -556,19 +557,17 @@ def ab_options(
     """Validate the AB kernels' options once for both adapters."""
     if variant not in AB_VARIANTS:
         raise ValueError(f"{name}: variant must be one of {AB_VARIANTS}, got {variant!r}.")
-    for label, value in (("step_size (sigma)", sigma), ("alpha", alpha), ("rate", rate)):
-        if not (isinstance(value, (int, float)) and 0 < value < math.inf):
-            raise ValueError(f"{name}: {label} must be a positive finite number, got {value!r}.")
-    if not 0 < alpha <= 1:
-        raise ValueError(f"{name}: alpha must lie in (0, 1], got {alpha!r}.")
-    if not (0 < rate < 1 and 0 < decay <= 1):
-        raise ValueError(f"{name}: need 0 < rate < 1 and 0 < decay <= 1.")
-    if block_size is not None and not (isinstance(block_size, int) and block_size >= 1):
-        raise ValueError(f"{name}: block_size must be a positive int or None.")
-    if burn_in is not None and not (isinstance(burn_in, int) and burn_in >= 1):
-        raise ValueError(f"{name}: burn_in must be a positive int or None.")
-    if not (isinstance(max_doublings, int) and 0 <= max_doublings <= 10):
-        raise ValueError(f"{name}: max_doublings must be an int in [0, 10].")
+    sigma = check_number(name, "step_size (sigma)", sigma)
+    alpha = check_number(name, "alpha", alpha, high=1.0, high_inclusive=True)
+    rate = check_number(name, "rate", rate, high=1.0)
+    decay = check_number(name, "decay", decay, high=1.0, high_inclusive=True)
+    if block_size is not None:
+        block_size = check_int(name, "block_size", block_size, minimum=1)
+    if burn_in is not None:
+        burn_in = check_int(name, "burn_in", burn_in, minimum=1)
+    max_doublings = check_int(name, "max_doublings", max_doublings)
+    if max_doublings > 10:
+        raise ValueError(f"{name}: max_doublings must be an int in [0, 10], got {max_doublings}.")
     return ABConfig(
         variant=variant,
         sigma=float(sigma),
@@ -742,3 +741,36 @@ def default_burn_in(num_warmup: int, config: ABConfig) -> int:
     if config.burn_in is not None:
         return config.burn_in
     return max(1, num_warmup // 2)
+
+
+class ABWarmupPlan(NamedTuple):
+    """When the warmup of an AB kernel does what (decided once, for both adapters).
+
+    - **block_size** - steps per tuner probe.
+    - **burn_in** - warmup steps whose proposal pairs fit ``W`` (0: no fit in this run).
+    - **restart** - restart the tuner after the fit (only when tuning goes on after it).
+    """
+
+    block_size: int
+    burn_in: int
+    restart: bool
+
+
+def ab_warmup_plan(
+    config: ABConfig, num_warmup: int, *, adapt: bool, fit_w: bool, name: str = "AB"
+) -> ABWarmupPlan:
+    """The warmup schedule of an AB run of ``num_warmup`` steps.
+
+    ``fit_w``: a quadratic variant without a given ``coupling``. Refuses a ``burn_in`` longer
+    than the warmup (``W`` would be fitted in the middle of sampling). The tuner restarts at
+    ``(sigma x restart_sigma_factor, alpha = 1)`` after the fit only when warmup steps remain to
+    tune from there; with ``burn_in == num_warmup`` sampling keeps the tuned values.
+    """
+    if fit_w and config.burn_in is not None and config.burn_in > num_warmup:
+        raise ValueError(
+            f"{name}: burn_in={config.burn_in} is longer than the warmup ({num_warmup} steps); "
+            "W is fitted from warmup steps only. Lower burn_in or lengthen the warmup."
+        )
+    burn_in = default_burn_in(num_warmup, config) if fit_w and num_warmup > 0 else 0
+    restart = adapt and 0 < burn_in < num_warmup
+    return ABWarmupPlan(default_block_size(num_warmup, config), burn_in, restart)

@@ -27,6 +27,7 @@ import math
 from typing import NamedTuple
 
 from ._xp import Array, array_namespace
+from .validation import check_int, check_number
 
 __all__ = [
     "ACSConfig",
@@ -333,23 +334,23 @@ def acs_options(
 ) -> tuple[ACSConfig, tuple | None]:
     """Validate the options of an ACS kernel; returns the config and the explicit cycle
     ``(alpha_max, alpha_min, beta_schedule)`` or None when it is to be tuned."""
-    if int(steps_per_cycle) != steps_per_cycle or steps_per_cycle < 2:
-        raise ValueError(f"ACS: steps_per_cycle must be an integer >= 2, got {steps_per_cycle!r}.")
-    if not 0.5 <= beta_max < 1.0:
-        raise ValueError(f"ACS: beta_max must lie in [0.5, 1), got {beta_max!r}.")
-    if not 0.0 < target_accept_prob < 1.0:
-        raise ValueError(f"ACS: target_accept_prob must lie in (0, 1), got {target_accept_prob!r}.")
-    if not 0 < alpha_floor < alpha_ceil:
+    steps_per_cycle = check_int("ACS", "steps_per_cycle", steps_per_cycle, minimum=2)
+    beta_max = check_number("ACS", "beta_max", beta_max, low=0.5, high=1.0, low_inclusive=True)
+    target_accept_prob = check_number("ACS", "target_accept_prob", target_accept_prob, high=1.0)
+    alpha_floor = check_number("ACS", "alpha_floor", alpha_floor)
+    alpha_ceil = check_number("ACS", "alpha_ceil", alpha_ceil)
+    if not alpha_floor < alpha_ceil:
         raise ValueError(
             f"ACS: need 0 < alpha_floor < alpha_ceil, got {alpha_floor!r}, {alpha_ceil!r}."
         )
+    tuning = _tuning_options(tuning)
     config = ACSConfig(
         steps_per_cycle=int(steps_per_cycle),
         beta_max=beta_max,
         target_accept_prob=target_accept_prob,
         alpha_floor=alpha_floor,
         alpha_ceil=alpha_ceil,
-        **(tuning or {}),
+        **tuning,
     )
     given = [alpha_max is not None, alpha_min is not None, beta_schedule is not None]
     if not any(given):
@@ -358,11 +359,37 @@ def acs_options(
         raise ValueError(
             "ACS: an explicit cycle needs all of alpha_max, alpha_min and beta_schedule."
         )
-    if not 0 < alpha_min <= alpha_max:
+    alpha_max = check_number("ACS", "alpha_max", alpha_max)
+    alpha_min = check_number("ACS", "alpha_min", alpha_min)
+    if not alpha_min <= alpha_max:
         raise ValueError(f"ACS: need 0 < alpha_min <= alpha_max, got {alpha_min!r}, {alpha_max!r}.")
-    beta_schedule = [float(b) for b in beta_schedule]
-    if len(beta_schedule) != steps_per_cycle or not all(0.5 <= b < 1.0 for b in beta_schedule):
+    beta_schedule = list(beta_schedule)
+    if len(beta_schedule) != steps_per_cycle:
         raise ValueError(
-            f"ACS: beta_schedule must have steps_per_cycle = {steps_per_cycle} values in [0.5, 1)."
+            f"ACS: beta_schedule must have steps_per_cycle = {steps_per_cycle} values in "
+            f"[0.5, 1), got {len(beta_schedule)}."
         )
-    return config, (float(alpha_max), float(alpha_min), beta_schedule)
+    beta_schedule = [
+        check_number("ACS", f"beta_schedule[{k}]", b, low=0.5, high=1.0, low_inclusive=True)
+        for k, b in enumerate(beta_schedule)
+    ]
+    return config, (alpha_max, alpha_min, beta_schedule)
+
+
+def _tuning_options(tuning: dict | None) -> dict:
+    """Check the ``tuning={...}`` entries of ACS: known names, valid values."""
+    if tuning is None:
+        return {}
+    if not isinstance(tuning, dict):
+        raise ValueError(f"ACS: tuning must be a dict of ACSConfig fields, got {tuning!r}.")
+    lengths = {"burnin_steps": 0, "burnin_mh_steps": 0, "num_candidates": 1, "alpha_rounds": 1}
+    allowed = sorted([*lengths, "learning_rate"])
+    out = {}
+    for key, value in tuning.items():
+        if key in lengths:
+            out[key] = check_int("ACS", f"tuning[{key!r}]", value, minimum=lengths[key])
+        elif key == "learning_rate":
+            out[key] = check_number("ACS", "tuning['learning_rate']", value)
+        else:
+            raise ValueError(f"ACS: unknown tuning option {key!r}; allowed: {allowed}.")
+    return out

@@ -15,7 +15,10 @@ import numpy as np
 
 from ._xp import Array, array_namespace
 
-__all__ = ["Binary", "Categorical", "Domain", "Ordinal", "as_domain"]
+__all__ = ["MAX_NUM_VALUES", "Binary", "Categorical", "Domain", "Ordinal", "as_domain"]
+
+MAX_NUM_VALUES = 2**20
+"""Most values one coordinate may take: a step builds a table over all of them."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,19 @@ class Ordinal:
             )
         if int(self.low) != self.low:
             raise ValueError(f"Ordinal(low={self.low!r}): low must be an integer.")
+        if self.num_values > MAX_NUM_VALUES:
+            raise ValueError(
+                f"Ordinal(num_values={self.num_values}): at most {MAX_NUM_VALUES} values per "
+                "coordinate (a step builds a table over all of them)."
+            )
+        if self.lower is not None or self.upper is not None:
+            lower = np.asarray(self.low if self.lower is None else self.lower)
+            upper = np.asarray(self.high if self.upper is None else self.upper)
+            if np.any(lower > upper) or np.any(lower < self.low) or np.any(upper > self.high):
+                raise ValueError(
+                    f"Ordinal: per-coordinate bounds must satisfy low <= lower <= upper <= "
+                    f"high = {self.high}; got lower {lower.tolist()}, upper {upper.tolist()}."
+                )
 
     @property
     def high(self) -> int:

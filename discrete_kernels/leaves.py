@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .domains import Domain, Ordinal
+from .domains import MAX_NUM_VALUES, Domain, Ordinal
 
 __all__ = [
     "EXACT",
@@ -21,6 +21,7 @@ __all__ = [
     "ONE_HOT_GRADIENT",
     "LeafSpec",
     "check_discrete_sites",
+    "check_leaf_size",
     "ordinal_from_bounds",
     "unsupported_site_error",
 ]
@@ -50,6 +51,11 @@ def ordinal_from_bounds(name: str, lower: np.ndarray, upper: np.ndarray) -> Ordi
     low, high = int(lower.min()), int(upper.max())
     if high <= low:
         raise ValueError(f"Site '{name}' has a single value; nothing to sample.")
+    if high - low + 1 > MAX_NUM_VALUES:
+        raise ValueError(
+            f"Site '{name}' takes {high - low + 1} values ({low} .. {high}); these kernels build "
+            f"a table over all values of a coordinate and allow at most {MAX_NUM_VALUES}."
+        )
     uniform = lower.min() == lower.max() and upper.min() == upper.max()
     return Ordinal(
         high - low + 1,
@@ -57,6 +63,12 @@ def ordinal_from_bounds(name: str, lower: np.ndarray, upper: np.ndarray) -> Ordi
         lower=None if uniform else lower,
         upper=None if uniform else upper,
     )
+
+
+def check_leaf_size(name: Any, shape: Sequence[int]) -> None:
+    """Refuse a site with no coordinates (e.g. a plate of size 0): nothing to sample."""
+    if any(int(n) == 0 for n in shape):
+        raise ValueError(f"Site {name!r} has shape {tuple(shape)}: no coordinates to sample.")
 
 
 def unsupported_site_error(name: str, fn: Any, supported: str) -> ValueError:

@@ -15,10 +15,10 @@ def mh_log_ratio(
 ) -> Array:
     """``log A = f(y) - f(x) + log q(x | y) - log q(y | x)``, or ``-inf`` when unusable.
 
-    A proposal whose log density is not finite (NaN, ``+inf`` or ``-inf``) or whose ratio is
-    NaN (for example a NaN gradient at ``y``) gets ``-inf``: it is rejected and never enters
-    the chain. A current state with ``f(x) = -inf`` and a finite proposal gives ``+inf``, so a
-    chain started outside the support moves in.
+    A proposal whose log density is not finite (NaN, ``+inf`` or ``-inf``), whose forward
+    probability is zero or NaN (drawn from a table with no usable entry) or whose ratio is
+    NaN gets ``-inf``: it is rejected and never enters the chain. (The kernels refuse start
+    values of zero probability at setup, so ``f(x)`` is finite.)
 
     Parameters
     ----------
@@ -30,7 +30,7 @@ def mh_log_ratio(
     """
     xp = array_namespace(log_density_y)
     log_ratio = log_density_y - log_density_x + log_q_reverse - log_q_forward
-    usable = xp.isfinite(log_density_y) & ~xp.isnan(log_ratio)
+    usable = xp.isfinite(log_density_y) & xp.isfinite(log_q_forward) & ~xp.isnan(log_ratio)
     return xp.where(usable, log_ratio, xp.full_like(log_ratio, -xp.inf))
 
 

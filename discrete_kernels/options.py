@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from .validation import check_number
 
 __all__ = ["check_kernel_options"]
 
@@ -40,10 +41,6 @@ def check_kernel_options(
             f"{name}: `domain` is for potential mode; a model's site domains come from its "
             "distributions."
         )
-    valid_number = isinstance(step_size, (int, float)) and not isinstance(step_size, bool)
-    if step_size is not None and not (valid_number and 0 < step_size < math.inf):
-        raise ValueError(f"{name}: step_size must be a positive finite number, got {step_size!r}.")
-    if not 0.0 < target_accept_prob < 1.0:
-        raise ValueError(
-            f"{name}: target_accept_prob must lie in (0, 1), got {target_accept_prob!r}."
-        )
+    if step_size is not None:
+        check_number(name, "step_size", step_size)
+    check_number(name, "target_accept_prob", target_accept_prob, high=1.0)

@@ -31,6 +31,7 @@ from ._xp import (
 from .domains import Binary, Categorical, Domain, Ordinal
 
 __all__ = [
+    "finite_local",
     "dlp_leaf_log_prob",
     "dlp_leaf_logits",
     "dlp_leaf_sample",
@@ -49,9 +50,40 @@ def _float(x: Array, like: Array) -> Array:
     return xp.astype(x, like.dtype)
 
 
-def _current_mask(domain: Domain, x: Array, values: Array) -> Array:
+def _offsets(domain: Domain, like: Array) -> Array:
+    """Candidate values relative to the domain's lowest, ``0 .. S - 1``, dtype of ``like``.
+
+    Distances are computed between offsets, not raw values: an ordinal site on
+    ``[1e8, 1e8 + 4]`` has offsets exact in float32, its raw values do not.
+    """
+    xp = array_namespace(like)
+    return xp.astype(xp.arange(domain.num_values), like.dtype)
+
+
+def _offset_of(domain: Domain, x: Array, like: Array) -> Array:
+    """``x - low`` (in ``x``'s own dtype, exact for integers), then in the dtype of ``like``."""
+    return _float(x - domain.low if domain.low else x, like)
+
+
+def _current_mask(domain: Domain, x: Array, like: Array) -> Array:
     """Boolean table marking each coordinate's current value, shape x.shape + (S,)."""
-    return values == _float(x, values)[..., None]
+    return _offsets(domain, like) == _offset_of(domain, x, like)[..., None]
+
+
+def finite_local(local: Array, is_table: bool) -> Array:
+    """Local information with its non-finite entries made harmless for a proposal.
+
+    A gradient entry that is NaN or infinite says nothing usable about its coordinate: it
+    becomes 0 (an uninformed proposal there). A table entry that is NaN or ``+inf`` becomes
+    ``-inf`` (that value is never proposed). The reverse proposal goes through the same rule,
+    so the MH ratio stays exact; without it one infinite gradient entry turns every move
+    probability into NaN and freezes the chain.
+    """
+    xp = array_namespace(local)
+    if is_table:
+        bad = xp.isnan(local) | (local == xp.inf)
+        return xp.where(bad, xp.full_like(local, -xp.inf), local)
+    return xp.where(xp.isfinite(local), local, xp.zeros_like(local))
 
 
 def local_delta(domain: Domain, x: Array, local: Array, is_table: bool) -> Array:
@@ -72,14 +104,15 @@ def local_delta(domain: Domain, x: Array, local: Array, is_table: bool) -> Array
         ``delta[..., v]``; zero at the current value.
     """
     xp = array_namespace(local)
-    values = domain.candidate_values(local)
     if is_table or isinstance(domain, Categorical):
         if not is_table:
             raise ValueError("Categorical leaves need a table (one-hot gradient or exact).")
-        current = masked_sum(_current_mask(domain, x, values), local)
+        current = masked_sum(_current_mask(domain, x, local), local)
         return local - current[..., None]
-    xf = _float(x, local)
-    return local[..., None] * (values - xf[..., None]) + xp.zeros_like(values)
+    values = _offsets(domain, local)
+    return local[..., None] * (values - _offset_of(domain, x, local)[..., None]) + xp.zeros_like(
+        values
+    )
 
 
 def squared_distance(domain: Domain, x: Array, like: Array) -> Array:
@@ -89,11 +122,10 @@ def squared_distance(domain: Domain, x: Array, like: Array) -> Array:
     distance, 2 for any change.
     """
     xp = array_namespace(like)
-    values = domain.candidate_values(like)
     if isinstance(domain, Categorical):
-        changed = ~_current_mask(domain, x, values)
+        changed = ~_current_mask(domain, x, like)
         return xp.astype(changed, like.dtype) * 2.0
-    diff = values - _float(x, like)[..., None]
+    diff = _offsets(domain, like) - _offset_of(domain, x, like)[..., None]
     return diff * diff
 
 
@@ -144,12 +176,12 @@ def dlp_leaf_logits(
     array, shape (n...) for ``Binary``, (n..., S) otherwise.
     """
     xp = array_namespace(local)
+    local = finite_local(local, is_table)
     scale = step_size * preconditioner
     if isinstance(domain, Binary):
         xf = _float(x, local)
         if is_table:
-            values = domain.candidate_values(local)
-            at_current = values == xf[..., None]
+            at_current = _current_mask(domain, x, local)
             delta_flip = masked_sum(~at_current, local) - masked_sum(at_current, local)
         else:
             delta_flip = local * (1.0 - 2.0 * xf)
@@ -211,8 +243,7 @@ def dlp_leaf_log_prob(domain: Domain, x: Array, y: Array, logits: Array) -> Arra
         # log sigmoid(-l) = log sigmoid(l) - l: one transcendental pass, shared with sampling
         log_flip = log_sigmoid(logits)
         return xp.sum(xp.where(y != x, log_flip, log_flip - logits))
-    values = domain.candidate_values(logits)
-    chosen = values == _float(y, logits)[..., None]
+    chosen = _current_mask(domain, y, logits)
     return xp.sum(masked_sum(chosen, log_softmax(logits)))
 
 
@@ -236,12 +267,12 @@ def gwg_move_logits(
     leaves the penalty is the same for every move and cancels.
     """
     xp = array_namespace(local)
-    values = domain.candidate_values(local)
+    local = finite_local(local, is_table)
     delta = local_delta(Ordinal(2) if isinstance(domain, Binary) else domain, x, local, is_table)
     logits = balance * delta
     if step_size is not None:
         logits = logits - squared_distance(domain, x, local) / (2.0 * step_size)
-    logits = xp.where(_current_mask(domain, x, values), xp.full_like(logits, -xp.inf), logits)
+    logits = xp.where(_current_mask(domain, x, local), xp.full_like(logits, -xp.inf), logits)
     return _mask_invalid(domain, logits)
 
 
@@ -308,10 +339,7 @@ def gwg_log_prob(
     xp = array_namespace(logits[0])
     masks = []
     for domain, x, y, table in zip(domains, xs, ys, logits):
-        values = domain.candidate_values(table)
-        masks.append(
-            xp.reshape((y != x)[..., None] & (values == _float(y, table)[..., None]), (-1,))
-        )
+        masks.append(xp.reshape((y != x)[..., None] & _current_mask(domain, y, table), (-1,)))
     return masked_sum(xp.concat(masks), _flat_log_softmax(logits), axis=0)
 
 

@@ -57,7 +57,8 @@ class StepInfo(NamedTuple):
 
     - **accept_prob** - ``min(1, exp(log A))`` of the proposal (for DULA: the MH acceptance
       the move would have had).
-    - **accepted** - whether the chain moved to the proposal.
+    - **accepted** - whether the chain moved: the proposal was accepted *and* differs from
+      the current state (accepting a copy of the current state is not a move).
     - **hamming_distance** - number of coordinates the proposal changes.
     """
 
@@ -119,11 +120,8 @@ def mh_finish(
         accept = metropolis_accept(log_ratio, accept_uniform) if metropolis else usable
     else:  # decided at run time (ACS burn-in)
         accept = xp.where(metropolis, metropolis_accept(log_ratio, accept_uniform), usable)
-    info = StepInfo(
-        accept_probability(log_ratio),
-        accept,
-        hamming_distance(state.x, proposal.x),
-    )
+    distance = hamming_distance(state.x, proposal.x)
+    info = StepInfo(accept_probability(log_ratio), accept & (distance > 0), distance)
     return _select(accept, proposal, state), info
 
 

@@ -56,6 +56,16 @@ def _static(value: Any, site: str, what: str) -> np.ndarray:
         ) from error
 
 
+def integer_bounds(site: dict) -> tuple[Any, Any] | None:
+    """``(lower, upper)`` of a site with an integer-interval or boolean support, else None."""
+    support = _unwrap_support(site["fn"].support)
+    if support is constraints.boolean or isinstance(support, type(constraints.boolean)):
+        return jnp.asarray(0), jnp.asarray(1)
+    if isinstance(support, type(constraints.integer_interval(0, 1))):
+        return support.lower_bound, support.upper_bound
+    return None
+
+
 def domain_of_site(name: str, site: dict) -> Domain:
     """The domain of a discrete latent sample site, or a clear error."""
     fn = site["fn"]

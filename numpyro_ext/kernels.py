@@ -11,19 +11,36 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import random
 from numpyro.handlers import seed, substitute, trace
-from numpyro.infer.gibbs import conditioned, prototype_trace, with_conditioning
+from numpyro.infer.gibbs import (
+    GIBBS_SITES_KWARG,
+    conditioned,
+    prototype_trace,
+    with_conditioning,
+)
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import _prepare_model_for_potential, potential_energy
 from numpyro.util import identity, is_prng_key
 
 import discrete_kernels as dk
+from discrete_kernels.leaves import check_leaf_size
 from discrete_kernels.options import check_kernel_options
+from discrete_kernels.validation import (
+    MIN_WARMUP_FOR_FROZEN_CHECK,
+    check_fixed_supports,
+    check_initial_log_density,
+    check_positive_array,
+    check_start_value,
+    check_symmetric_matrix,
+    no_move_message,
+)
 
 from ._target import (
     ONE_HOT_GRADIENT,
     LeafSpec,
+    integer_bounds,
     leaf_specs_for_model,
     leaf_specs_for_potential,
     make_local_fn,
@@ -52,6 +69,7 @@ class DLPState(NamedTuple):
     - **step_size** - the step size ``alpha`` that produced this draw.
     - **balance** - the balance ``beta`` of that proposal (1/2 for DULA, DMALA and GWG).
     - **hamming_distance** - number of coordinates the proposal changed.
+    - **num_moves** - draws so far (warmup included) at which the chain moved.
     - **local** - cached gradient or table of each leaf at ``z``.
     - **adapt_state** - :class:`AdaptState`.
     - **rng_key** - key for the next draw.
@@ -65,6 +83,7 @@ class DLPState(NamedTuple):
     step_size: jax.Array
     balance: jax.Array
     hamming_distance: jax.Array
+    num_moves: jax.Array
     local: tuple
     adapt_state: Any
     rng_key: jax.Array
@@ -80,6 +99,22 @@ def _uniforms(key: jax.Array, shapes: Sequence[tuple]) -> tuple[tuple, jax.Array
         pieces.append(jnp.reshape(flat[start : start + size], shape))
         start += size
     return tuple(pieces), flat[-1]
+
+
+def _alternative_values(site: dict) -> list:
+    """A few other values of a site, to see whether other sites' supports move with it:
+    two fresh draws and, for an integer interval, its two ends."""
+    fn, value = site["fn"], jnp.asarray(site["value"])
+    out = []
+    for k in (1, 2):
+        try:
+            out.append(fn.sample(random.key(k)).reshape(value.shape))
+        except Exception:  # no sample method, or another shape
+            continue
+    bounds = integer_bounds(site)
+    if bounds is not None:
+        out += [jnp.broadcast_to(b, value.shape).astype(value.dtype) for b in bounds]
+    return out
 
 
 class _DiscreteKernel(MCMCKernel):
@@ -242,9 +277,27 @@ class _DiscreteKernel(MCMCKernel):
                 )
             leaves, self._treedef = jax.tree.flatten(init_params)
             self._specs = leaf_specs_for_potential(self._domain, self._treedef, len(leaves))
+            self._setup_options()
             return
-        model_trace = prototype_trace(conditioned(self._model), rng_key, model_args, model_kwargs)
+        try:
+            model_trace = prototype_trace(
+                conditioned(self._model), rng_key, model_args, model_kwargs
+            )
+        except (OverflowError, TypeError, ValueError) as error:
+            raise ValueError(
+                f"{self._name}: tracing the model with start values drawn from its prior failed "
+                f"({type(error).__name__}: {str(error).splitlines()[0]}). Check the sites' "
+                "distributions and parameters."
+            ) from error
         self._specs = leaf_specs_for_model(self._name, model_trace, self._exact_sites)
+        self._site_shapes = {s.name: jnp.shape(model_trace[s.name]["value"]) for s in self._specs}
+        self._site_dtypes = {
+            s.name: jnp.result_type(model_trace[s.name]["value"]) for s in self._specs
+        }
+        for name, shape in self._site_shapes.items():
+            check_leaf_size(name, shape)
+        self._check_fixed_supports(model_trace, model_args, model_kwargs)
+        self._setup_options()
         self._enum = any(
             site["type"] == "sample"
             and not site["is_observed"]
@@ -258,14 +311,86 @@ class _DiscreteKernel(MCMCKernel):
             conditioned(self._model), model_trace, enum=self._enum
         )
 
+    def _setup_options(self) -> None:
+        """Option checks that need the sites (a subclass hook; runs once, outside jit)."""
+
+    def _check_fixed_supports(self, model_trace: dict, model_args, model_kwargs) -> None:
+        """Refuse sites whose integer support moves with another site's value (traced once
+        per other site and alternative value; setup only)."""
+        base = {s.name: integer_bounds(model_trace[s.name]) for s in self._specs}
+        base = {name: bounds for name, bounds in base.items() if bounds is not None}
+        if not base or any(isinstance(b, jax.core.Tracer) for pair in base.values() for b in pair):
+            return  # nothing to check, or traced (parallel chains: _static refuses it)
+        conditioning = dict(model_kwargs.get(GIBBS_SITES_KWARG, {}))
+        values = {
+            name: site["value"]
+            for name, site in model_trace.items()
+            if site["type"] == "sample" and (not site["is_observed"] or name in conditioning)
+        }
+        model = seed(conditioned(self._model), random.key(0))
+        perturbed = []
+        for changed in values:
+            for alternative in _alternative_values(model_trace[changed]):
+                kwargs = with_conditioning(model_kwargs, {**values, changed: alternative})
+                try:
+                    other = trace(model).get_trace(*model_args, **kwargs)
+                    bounds = {name: integer_bounds(other[name]) for name in base}
+                except Exception:  # an alternative the model cannot take: nothing learned
+                    continue
+                perturbed.append((changed, bounds))
+        check_fixed_supports(base, perturbed)
+
+    def _checked_init_params(self, init_params: Any, batch_shape: tuple) -> Any:
+        """Start values checked against the sites (shape, dtype, support, NaN) and cast to the
+        sites' dtypes; untouched when traced (``chain_method="parallel"``)."""
+        if init_params is None:
+            return None
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(init_params)):
+            return init_params
+        if self._model is None:
+            leaves = [jnp.asarray(x) for x in jax.tree.leaves(init_params)]
+            out = []
+            for spec, x in zip(self._specs, leaves):
+                one_hot = spec.mode == ONE_HOT_GRADIENT
+                event = x.shape[len(batch_shape) : x.ndim - (1 if one_hot else 0)]
+                check_start_value(
+                    spec.name,
+                    spec.domain,
+                    x,
+                    event,
+                    one_hot=one_hot,
+                    batch_shape=x.shape[: len(batch_shape)],
+                )
+                if x.dtype == jnp.bool_:
+                    x = x.astype(jnp.result_type(float) if one_hot else jnp.int32)
+                out.append(x)
+            return jax.tree.unflatten(self._treedef, out)
+        if not isinstance(init_params, dict):
+            raise ValueError(
+                f"init_params: give a dict {{site name: value}}, got {type(init_params).__name__}."
+            )
+        unknown = sorted(set(init_params) - {s.name for s in self._specs})
+        if unknown:
+            raise ValueError(
+                f"init_params: {unknown} are not discrete latent sites of the model; they are "
+                f"{[s.name for s in self._specs]}."
+            )
+        checked = {}
+        for spec in self._specs:
+            if spec.name not in init_params:
+                continue
+            x = jnp.asarray(init_params[spec.name])
+            check_start_value(
+                spec.name, spec.domain, x, self._site_shapes[spec.name], batch_shape=batch_shape
+            )
+            checked[spec.name] = x.astype(self._site_dtypes[spec.name])
+        return checked
+
     def _initial_values(self, rng_key: jax.Array, init_params: Any, model_args, model_kwargs):
         if self._model is None:
             return init_params
         model_trace = prototype_trace(conditioned(self._model), rng_key, model_args, model_kwargs)
         init_params = {} if init_params is None else init_params
-        unknown = sorted(set(init_params) - {s.name for s in self._specs})
-        if unknown:
-            raise ValueError(f"init_params: {unknown} are not discrete latent sites of the model.")
         return {
             s.name: jnp.asarray(init_params.get(s.name, model_trace[s.name]["value"]))
             for s in self._specs
@@ -284,6 +409,8 @@ class _DiscreteKernel(MCMCKernel):
         )
         self._setup(random.fold_in(setup_key, 1), setup_params, model_args, model_kwargs)
         self._num_warmup = int(num_warmup)
+        batch_shape = tuple(jnp.shape(rng_key)[:1]) if vectorized else ()
+        init_params = self._checked_init_params(init_params, batch_shape)
 
         def init_one(key, params):
             key, key_values = random.split(key)
@@ -300,9 +427,48 @@ class _DiscreteKernel(MCMCKernel):
         else:
             state = init_one(rng_key, init_params)
             self._sample_fn = sample_one
+        if not isinstance(state.potential_energy, jax.core.Tracer):
+            for energy in jnp.ravel(state.potential_energy):
+                check_initial_log_density(self._name, -energy, [s.name for s in self._specs])
+        if self._num_warmup >= MIN_WARMUP_FOR_FROZEN_CHECK:
+            self._sample_fn = self._with_frozen_check(self._sample_fn, vectorized)
         return state
 
+    def _with_frozen_check(self, sample_fn: Callable, vectorized: bool) -> Callable:
+        """Warn once, at the end of warmup, about chains that never moved during it.
+
+        The predicate is the step index shared by all chains, so ``lax.cond`` stays a real
+        branch under ``vmap``: the host callback runs once per run, not once per step.
+        """
+        owner, sites, num_warmup = self._name, [s.name for s in self._specs], self._num_warmup
+
+        def warn(num_moves):
+            frozen = [int(c) for c in np.flatnonzero(np.ravel(np.asarray(num_moves)) == 0)]
+            if frozen:
+                chains = frozen if vectorized else None
+                warnings.warn(no_move_message(owner, sites, num_warmup, chains), stacklevel=1)
+
+        def checked(state, model_args, model_kwargs):
+            state = sample_fn(state, model_args, model_kwargs)
+            index = state.i[0] if vectorized else state.i
+            jax.lax.cond(
+                index == num_warmup,
+                lambda moves: jax.debug.callback(warn, moves),
+                lambda moves: None,
+                state.num_moves,
+            )
+            return state
+
+        return checked
+
     def _initial_state(self, rng_key, z, model_args, model_kwargs) -> DLPState:
+        if self._model is None:
+            shape = jax.eval_shape(self._potential_fn, z).shape
+            if shape != ():
+                raise ValueError(
+                    f"{self._name}: potential_fn must return a scalar (-log density), got an "
+                    f"array of shape {shape}."
+                )
         leaves = self._leaves(z)
         try:
             f, local = self._local_fn(model_args, model_kwargs)(leaves)
@@ -327,6 +493,7 @@ class _DiscreteKernel(MCMCKernel):
             step_size=step,
             balance=jnp.full((), 0.5, dtype=step.dtype),
             hamming_distance=zero,
+            num_moves=jnp.zeros((), dtype=jnp.int32),
             local=local,
             adapt_state=adapt_state,
             rng_key=rng_key,
@@ -423,6 +590,7 @@ class _DiscreteKernel(MCMCKernel):
             step_size=jnp.asarray(step_size, dtype=state.step_size.dtype),
             balance=jnp.asarray(balance, dtype=state.balance.dtype),
             hamming_distance=info.hamming_distance,
+            num_moves=state.num_moves + info.accepted.astype(jnp.int32),
             local=chain.local,
             adapt_state=adapt_state,
             rng_key=rng_key,
@@ -458,7 +626,11 @@ class _DLPKernel(_DiscreteKernel):
         )
         self._preconditioner = preconditioner
 
-    def _preconditioners(self) -> tuple | None:
+    def _setup_options(self) -> None:
+        self._preconditioners = self._checked_preconditioners()
+
+    def _checked_preconditioners(self) -> tuple | None:
+        """Per-leaf preconditioners, checked once at setup (outside jit)."""
         if self._preconditioner is None:
             return None
         if self._model is not None:
@@ -479,12 +651,9 @@ class _DLPKernel(_DiscreteKernel):
             values = self._treedef.flatten_up_to(self._preconditioner)
         out = []
         for spec, value in zip(self._specs, values):
-            if value is None:
-                out.append(None)
-                continue
-            value = jnp.asarray(value, dtype=jnp.result_type(float))
-            if not bool(jnp.all(value > 0)):
-                raise ValueError(f"{self._name}: preconditioner of {spec.name!r} must be positive.")
+            if value is not None:
+                value = jnp.asarray(value, dtype=jnp.result_type(float))
+                check_positive_array(self._name, f"preconditioner of {spec.name!r}", value)
             out.append(value)
         return tuple(out)
 
@@ -504,7 +673,7 @@ class _DLPKernel(_DiscreteKernel):
             is_table=[s.is_table for s in self._specs],
             step_size=step_size,
             balance=balance,
-            preconditioner=self._preconditioners(),
+            preconditioner=self._preconditioners,
             metropolis=metropolis,
         )
 
@@ -904,10 +1073,14 @@ class AB(_DiscreteKernel):
                 "num_warmup=0 it runs as AB-1st (or pass coupling=W).",
                 stacklevel=2,
             )
-        self._block_size = dk.ab.default_block_size(num_warmup, self._config)
-        self._burn_in = dk.ab.default_burn_in(num_warmup, self._config)
+        self._plan = dk.ab.ab_warmup_plan(
+            self._config,
+            num_warmup,
+            adapt=self._adapt_enabled,
+            fit_w=self._quadratic and self._coupling is None,
+        )
         state = super().init(rng_key, num_warmup, init_params, model_args, model_kwargs)
-        fitting = self._quadratic and self._coupling is None and num_warmup > 0
+        fitting = self._plan.burn_in > 0
         tuning = self._adapt_enabled and num_warmup > 0
         if not (fitting or tuning):
             return state
@@ -915,7 +1088,7 @@ class AB(_DiscreteKernel):
         vectorized = state.i.ndim > 0
         batch = jax.vmap if vectorized else (lambda f: f)
         fit, collect, tune = batch(self._fit), batch(self._collect), batch(self._tune)
-        burn_in = self._burn_in
+        burn_in = self._plan.burn_in
 
         def sample_fn(state, model_args, model_kwargs):
             state = step(state, model_args, model_kwargs)
@@ -936,7 +1109,7 @@ class AB(_DiscreteKernel):
     def _tune(self, state: DLPState) -> DLPState:
         """Tuner update with the expected jump of the warmup step just taken."""
         adapt = state.adapt_state
-        tuner = dk.ab.ab_tuner_update(adapt.tuner, adapt.jump, self._config, self._block_size)
+        tuner = dk.ab.ab_tuner_update(adapt.tuner, adapt.jump, self._config, self._plan.block_size)
         sigma, alpha = dk.ab.ab_tuner_parameters(tuner, self._config, state.i < self._num_warmup)
         return state._replace(
             adapt_state=adapt._replace(tuner=tuner, next_sigma=sigma, next_alpha=alpha)
@@ -950,7 +1123,7 @@ class AB(_DiscreteKernel):
     def _fit(self, state: DLPState) -> DLPState:
         adapt = state.adapt_state
         quadratic, _ = dk.ab.fit_quadratic_proposal(adapt.stats, self._config.variant, _fori)
-        if not (self._adapt_enabled and self._burn_in < self._num_warmup):
+        if not self._plan.restart:
             return state._replace(adapt_state=adapt._replace(quadratic=quadratic))
         tuner = dk.ab.ab_tuner_restart(adapt.tuner, self._config)
         sigma, alpha = dk.ab.ab_tuner_parameters(tuner, self._config, True)
@@ -976,11 +1149,7 @@ class AB(_DiscreteKernel):
         zeros = jnp.zeros((d,), dtype=step.dtype)
         stats = dk.ab.quadratic_stats_init(d, step)
         if self._coupling is not None:
-            if self._coupling.shape != (d, d):
-                raise ValueError(
-                    f"AB: coupling must have shape ({d}, {d}) (all discrete coordinates, "
-                    f"flattened), got {self._coupling.shape}."
-                )
+            check_symmetric_matrix("AB", "coupling", self._coupling, d)  # a constant, not traced
             quadratic = dk.ab.quadratic_from_coupling(
                 self._coupling.astype(step.dtype), self._config.variant, _fori
             )

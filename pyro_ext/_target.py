@@ -46,6 +46,40 @@ def _unwrap_support(support: Any) -> Any:
     return support
 
 
+def check_model_trace(kernel_name: str, model_trace) -> None:
+    """Refuse what these kernels cannot sample correctly: subsampling plates (each call would
+    see another subsample) and sites marked for parallel enumeration."""
+    for name, site in model_trace.nodes.items():
+        if site["type"] != "sample":
+            continue
+        if site_is_subsample(site):
+            fn = site["fn"]
+            if getattr(fn, "subsample_size", None) is not None and fn.subsample_size < fn.size:
+                raise ValueError(
+                    f"{kernel_name}: plate {name!r} subsamples {fn.subsample_size} of {fn.size} "
+                    "entries; MCMC needs the full data (the draws would change with the "
+                    "subsample at every call). Remove subsample_size."
+                )
+        elif not site["is_observed"] and site["infer"].get("enumerate") == "parallel":
+            raise ValueError(
+                f"{kernel_name}: site {name!r} is marked infer={{'enumerate': 'parallel'}}; "
+                "these kernels sample discrete sites instead of enumerating them. Remove the "
+                "mark to sample it, or sum it out in the model."
+            )
+
+
+def integer_bounds(site: dict) -> tuple[Any, Any] | None:
+    """``(lower, upper)`` of a site with an integer-interval or boolean support (as numpy),
+    else None."""
+    support = _unwrap_support(site["fn"].support)
+    if support is constraints.boolean:
+        return 0, 1
+    if isinstance(support, constraints.integer_interval):
+        to_numpy = lambda b: torch.as_tensor(b).detach().cpu().numpy()  # noqa: E731
+        return to_numpy(support.lower_bound), to_numpy(support.upper_bound)
+    return None
+
+
 def domain_of_site(name: str, site: dict) -> tuple[Domain, str]:
     """Domain and local-information mode of a discrete latent site, or a clear error."""
     fn = site["fn"]
@@ -58,8 +92,7 @@ def domain_of_site(name: str, site: dict) -> tuple[Domain, str]:
     if support is constraints.boolean:
         return Binary(), GRADIENT
     if isinstance(support, constraints.integer_interval):
-        lower = torch.as_tensor(support.lower_bound).detach().numpy()
-        upper = torch.as_tensor(support.upper_bound).detach().numpy()
+        lower, upper = integer_bounds(site)
         return ordinal_from_bounds(name, lower, upper), GRADIENT
     raise unsupported_site_error(name, fn, SUPPORTED)
 
@@ -174,7 +207,9 @@ def make_local_fn(
         diff = {}
         for j, (spec, x) in enumerate(zip(specs, leaves)):
             if spec.mode == GRADIENT:
-                value = x.detach().to(torch.get_default_dtype())
+                value = x.detach()
+                if not value.is_floating_point():
+                    value = value.to(torch.get_default_dtype())
             elif spec.mode == ONE_HOT_GRADIENT:
                 value = to_user(spec, x)
             else:

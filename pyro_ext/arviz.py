@@ -12,7 +12,9 @@ def to_arviz(mcmc: Any):
 
     ``arviz.from_pyro`` keeps only divergences; this adds ``sample_stats`` with
     ``acceptance_rate``, ``accepted``, ``step_size``, ``lp`` and ``hamming_distance`` for every
-    chain (collected by the kernels of this library, also from worker processes).
+    chain (collected by the kernels of this library, also from worker processes). Under
+    :class:`pyro_ext.Gibbs` every block's statistics appear, prefixed by its label
+    (``dmala_acceptance_rate``, ``esh_hamiltonian_drift``).
 
     Parameters
     ----------
@@ -25,6 +27,8 @@ def to_arviz(mcmc: Any):
     """
     import arviz as az
 
+    if not getattr(mcmc, "_samples", None):
+        raise ValueError("to_arviz: this MCMC has no draws yet; call mcmc.run(...) first.")
     samples = mcmc.get_samples(group_by_chain=True)
     posterior = {name: value.detach().cpu().numpy() for name, value in samples.items()}
     num_chains = next(iter(posterior.values())).shape[0]
@@ -34,11 +38,20 @@ def to_arviz(mcmc: Any):
     stats_by_chain = [(d or {}).get("sample_stats") for d in chain_diagnostics]
     sample_stats = None
     if all(stats is not None for stats in stats_by_chain):
-        rename = {"accept_prob": "acceptance_rate"}
         sample_stats = {
-            rename.get(name, name): np.stack([np.asarray(stats[name]) for stats in stats_by_chain])
+            _arviz_name(name): np.stack([np.asarray(stats[name]) for stats in stats_by_chain])
             for name in stats_by_chain[0]
         }
-        if "accepted" in sample_stats:
-            sample_stats["accepted"] = sample_stats["accepted"].astype(bool)
+        for name, values in sample_stats.items():
+            if name == "accepted" or name.endswith("_accepted"):
+                sample_stats[name] = values.astype(bool)
     return az.from_dict(posterior=posterior, sample_stats=sample_stats)
+
+
+def _arviz_name(name: str) -> str:
+    """ArviZ's name of a statistic: ``accept_prob`` is ``acceptance_rate`` (also prefixed)."""
+    if name == "accept_prob":
+        return "acceptance_rate"
+    if name.endswith("_accept_prob"):
+        return name[: -len("accept_prob")] + "acceptance_rate"
+    return name

@@ -180,13 +180,25 @@ class Gibbs(MCMCKernel):
         return out
 
     def diagnostics(self) -> dict:
+        """Each block's diagnostics, and under ``sample_stats`` every block's per-draw
+        statistics, prefixed by the block's label (``dmala_accept_prob``, ``esh_lp``, ...)."""
         out: dict[str, Any] = {}
-        for i, (kernel, _) in enumerate(self._blocks):
+        merged: dict[str, Any] = {}
+        for label, (kernel, _) in zip(self.block_labels(), self._blocks):
             for key, value in (kernel.diagnostics() or {}).items():
-                out[f"block {i} ({type(kernel).__name__}): {key}"] = value
                 if key == "sample_stats":
-                    out["sample_stats"] = value  # the discrete block's, for to_arviz
+                    merged.update({f"{label}_{name}": v for name, v in value.items()})
+                else:
+                    out[f"{label}: {key}"] = value
+        if merged:
+            out["sample_stats"] = merged
         return out
+
+    def block_labels(self) -> list[str]:
+        """One label per block: the kernel's class name in lower case, numbered when two
+        blocks use the same class (``dmala``, ``nuts``; ``dmala_0``, ``dmala_1``)."""
+        names = [type(kernel).__name__.lower() for kernel, _ in self._blocks]
+        return [f"{n}_{i}" if names.count(n) > 1 else n for i, n in enumerate(names)]
 
     def cleanup(self) -> None:
         for kernel, _ in self._blocks:

@@ -12,12 +12,27 @@ from typing import Any
 
 import torch
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
+from pyro.poutine.util import site_is_subsample
 
 import discrete_kernels as dk
+from discrete_kernels.leaves import check_leaf_size
 from discrete_kernels.options import check_kernel_options
+from discrete_kernels.validation import (
+    MIN_WARMUP_FOR_FROZEN_CHECK,
+    check_bool,
+    check_fixed_supports,
+    check_initial_log_density,
+    check_positive_array,
+    check_start_value,
+    check_symmetric_matrix,
+    no_move_message,
+)
 
 from ._target import (
+    ONE_HOT_GRADIENT,
     LeafSpec,
+    check_model_trace,
+    integer_bounds,
     leaf_specs_for_model,
     leaf_specs_for_potential,
     make_local_fn,
@@ -31,6 +46,45 @@ from ._target import (
 __all__ = ["AB", "ACS", "DMALA", "DULA", "DiscreteGibbs", "GWG"]
 
 STAT_NAMES = ("accept_prob", "accepted", "step_size", "balance", "hamming_distance", "lp")
+
+
+def _float_dtype(x: torch.Tensor) -> torch.dtype:
+    """The floating dtype the kernel computes in: that of the model's log density."""
+    return x.dtype if x.is_floating_point() else torch.get_default_dtype()
+
+
+def _from_bool(value: torch.Tensor, one_hot: bool) -> torch.Tensor:
+    """Boolean start values as numbers (floats for one-hot encodings)."""
+    if value.dtype != torch.bool:
+        return value
+    return value.to(torch.get_default_dtype() if one_hot else torch.long)
+
+
+def _conditioned_names(model: Any) -> frozenset:
+    """Sites a :class:`pyro_ext.Gibbs` block's model conditions on (the other blocks')."""
+    from .gibbs import _ConditionedModel
+
+    if isinstance(model, _ConditionedModel):
+        return frozenset(model.store.values) - model.own
+    return frozenset()
+
+
+def _alternative_values(site: dict, value: torch.Tensor) -> list:
+    """A few other values of a site, to see whether other sites' supports move with it:
+    two fresh draws and, for an integer interval, its two ends."""
+    out = []
+    for _ in range(2):
+        try:
+            out.append(site["fn"].sample().reshape(value.shape))
+        except Exception:  # no sample method, or another shape
+            continue
+    bounds = integer_bounds(site)
+    if bounds is not None:
+        for bound in bounds:
+            out.append(
+                torch.as_tensor(bound, dtype=value.dtype, device=value.device).expand(value.shape)
+            )
+    return out
 
 
 class _DiscreteKernel(MCMCKernel):
@@ -93,38 +147,104 @@ class _DiscreteKernel(MCMCKernel):
         self._initial_params = params
 
     def setup(self, warmup_steps: int, *args, **kwargs) -> None:
-        """Find the sites, draw initial values from the prior when none are given, and cache
-        the log density and locals at them."""
+        """Find the sites, check the start values (drawn from the prior for the sites not
+        given), and cache the log density and locals at them."""
         stats = {name: [] for name in STAT_NAMES}
         self._stats = stats
         self._warmup_steps = int(warmup_steps)
         self._t = 0
         self._args, self._kwargs = args, kwargs
+        given = dict(self._initial_params or {})
         if self.model is None:
-            if not self._initial_params:
+            if not given:
                 raise ValueError(
                     f"{self._name}: with `potential_fn`, pass `initial_params` to MCMC "
                     "(they fix the shape of every site)."
                 )
-            self._specs = leaf_specs_for_potential(self._domain, sorted(self._initial_params))
+            self._specs = leaf_specs_for_potential(self._domain, sorted(given))
+            start = {}
+            for spec in self._specs:
+                value = torch.as_tensor(given[spec.name])
+                one_hot = spec.mode == ONE_HOT_GRADIENT
+                event = value.shape[: value.ndim - 1] if one_hot else value.shape
+                check_start_value(spec.name, spec.domain, value, tuple(event), one_hot=one_hot)
+                check_leaf_size(spec.name, tuple(event))
+                start[spec.name] = _from_bool(value, one_hot)
+            f = self.potential_fn(start)
+            if torch.as_tensor(f).shape != ():
+                raise ValueError(
+                    f"{self._name}: potential_fn must return a scalar (-log density), got a "
+                    f"tensor of shape {tuple(torch.as_tensor(f).shape)}."
+                )
         else:
             model_trace = trace_model(self.model, args, kwargs)
+            check_model_trace(self._name, model_trace)
             self._specs = leaf_specs_for_model(self._name, model_trace, self._exact_sites)
-            if not self._initial_params:
-                self._initial_params = {
-                    s.name: model_trace.nodes[s.name]["value"].detach() for s in self._specs
-                }
-            unknown = sorted(set(self._initial_params) - {s.name for s in self._specs})
+            unknown = sorted(set(given) - {s.name for s in self._specs})
             if unknown:
                 raise ValueError(
-                    f"initial_params: {unknown} are not discrete latent sites of the model."
+                    f"initial_params: {unknown} are not discrete latent sites of the model; "
+                    f"they are {[s.name for s in self._specs]}."
                 )
-        step = torch.tensor(self._initial_step_size(), dtype=torch.get_default_dtype())
+            start = {}
+            for spec in self._specs:
+                prior = model_trace.nodes[spec.name]["value"].detach()
+                check_leaf_size(spec.name, tuple(prior.shape))
+                if spec.name not in given:
+                    start[spec.name] = prior
+                    continue
+                value = torch.as_tensor(given[spec.name], device=prior.device)
+                check_start_value(spec.name, spec.domain, value, tuple(prior.shape))
+                start[spec.name] = value.to(prior.dtype)
+            self._check_fixed_supports(model_trace, args, kwargs)
+        self._initial_params = start
+        self._state = self._chain_state(start)
+        check_initial_log_density(
+            self._name, self._state.log_density, [s.name for s in self._specs]
+        )
+        self._like = torch.zeros(
+            (), dtype=_float_dtype(self._state.log_density), device=self._state.log_density.device
+        )
+        self._setup_options()
+        step = torch.as_tensor(
+            self._initial_step_size(), dtype=self._like.dtype, device=self._like.device
+        )
         self._current_step_size = step
         self._adaptation = dk.dual_averaging_init(step)
-        self._state = self._chain_state(self._initial_params)
         # MCMC starts from these very tensors: the cached state is valid for them
-        self._returned = {s.name: self._initial_params[s.name] for s in self._specs}
+        self._returned = {s.name: start[s.name] for s in self._specs}
+
+    def _setup_options(self) -> None:
+        """Option checks that need the sites (a subclass hook; runs once at setup)."""
+
+    def _check_fixed_supports(self, model_trace, args: tuple, kwargs: dict) -> None:
+        """Refuse sites whose integer support moves with another site's value (the model is
+        traced once per other site and alternative value; setup only)."""
+        base = {s.name: integer_bounds(model_trace.nodes[s.name]) for s in self._specs}
+        base = {name: bounds for name, bounds in base.items() if bounds is not None}
+        if not base:
+            return
+        conditioned = _conditioned_names(self.model)
+        values = {
+            name: site["value"]
+            for name, site in model_trace.nodes.items()
+            if site["type"] == "sample"
+            and (not site["is_observed"] or name in conditioned)
+            and not site_is_subsample(site)
+        }
+        perturbed = []
+        with torch.random.fork_rng(devices=[]):  # leave the user's random stream as it was
+            for changed, value in values.items():
+                for alternative in _alternative_values(model_trace.nodes[changed], value):
+                    try:
+                        other = trace_model(
+                            self.model, args, kwargs, {**values, changed: alternative}
+                        )
+                        bounds = {name: integer_bounds(other.nodes[name]) for name in base}
+                    except Exception:  # an alternative the model cannot take: nothing learned
+                        continue
+                    perturbed.append((changed, bounds))
+        check_fixed_supports(base, perturbed)
 
     def cleanup(self) -> None:
         self._state = None
@@ -144,7 +264,7 @@ class _DiscreteKernel(MCMCKernel):
         """Mean acceptance and, under ``sample_stats``, every statistic per sampling draw."""
         start = self._warmup_steps
         sample_stats = {
-            name: torch.tensor(values[start:], dtype=torch.get_default_dtype())
+            name: torch.tensor(values[start:], dtype=torch.float64)
             for name, values in self._stats.items()
         }
         accept = sample_stats["accept_prob"]
@@ -200,7 +320,7 @@ class _DiscreteKernel(MCMCKernel):
             state = self._chain_state(params)
         shapes = self._noise_shapes(state.x)
         sizes = [math.prod(shape) for shape in shapes]
-        flat = torch.rand(sum(sizes) + 1, dtype=torch.get_default_dtype())
+        flat = torch.rand(sum(sizes) + 1, dtype=self._like.dtype, device=self._like.device)
         uniforms = tuple(u.reshape(shape) for u, shape in zip(flat[:-1].split(sizes), shapes))
         step_size, balance, metropolis = self._step_parameters()
         state, info = self._core_step(
@@ -210,6 +330,10 @@ class _DiscreteKernel(MCMCKernel):
         self._adapt(info, step_size)
         self._t += 1
         self._record(info, step_size, state.log_density, balance, extra)
+        if self._t == self._warmup_steps >= MIN_WARMUP_FOR_FROZEN_CHECK:
+            if not any(self._stats["accepted"][: self._warmup_steps]):
+                names = [s.name for s in self._specs]
+                warnings.warn(no_move_message(self._name, names, self._t), stacklevel=2)
         self._state = state
         returned = {
             s.name: to_user(s, x, torch.as_tensor(params[s.name]))
@@ -229,7 +353,7 @@ class _DiscreteKernel(MCMCKernel):
                 self._adaptation,
                 step_size,
                 info.accept_prob,
-                torch.tensor(self._t),
+                torch.as_tensor(self._t, device=self._like.device),
                 self._warmup_steps,
                 self._rule,
             )
@@ -281,7 +405,11 @@ class _DLPKernel(_DiscreteKernel):
             raise ValueError(f"{self._name}: preconditioner must be a dict {{site name: tensor}}.")
         self._preconditioner = preconditioner
 
-    def _preconditioners(self) -> tuple | None:
+    def _setup_options(self) -> None:
+        self._preconditioners = self._checked_preconditioners()
+
+    def _checked_preconditioners(self) -> tuple | None:
+        """Per-site preconditioners, checked once at setup."""
         if self._preconditioner is None:
             return None
         names = {s.name for s in self._specs}
@@ -295,11 +423,8 @@ class _DLPKernel(_DiscreteKernel):
         for spec in self._specs:
             value = self._preconditioner.get(spec.name)
             if value is not None:
-                value = torch.as_tensor(value, dtype=torch.get_default_dtype())
-                if not bool((value > 0).all()):
-                    raise ValueError(
-                        f"{self._name}: preconditioner of '{spec.name}' must be positive."
-                    )
+                value = torch.as_tensor(value, dtype=self._like.dtype, device=self._like.device)
+                check_positive_array(self._name, f"preconditioner of {spec.name!r}", value)
             out.append(value)
         return tuple(out)
 
@@ -319,7 +444,7 @@ class _DLPKernel(_DiscreteKernel):
             is_table=[s.is_table for s in self._specs],
             step_size=step_size,
             balance=balance,
-            preconditioner=self._preconditioners(),
+            preconditioner=self._preconditioners,
             metropolis=metropolis,
         )
 
@@ -418,8 +543,8 @@ class DiscreteGibbs(_DiscreteKernel):
         modified: bool = False,
     ) -> None:
         super().__init__(model, potential_fn=potential_fn, domain=domain, step_size=None)
-        self._random_walk = random_walk
-        self._modified = modified
+        self._random_walk = check_bool(self._name, "random_walk", random_walk)
+        self._modified = check_bool(self._name, "modified", modified)
 
     def _initial_step_size(self) -> float:
         return float("nan")  # no step size
@@ -439,7 +564,7 @@ class DiscreteGibbs(_DiscreteKernel):
         leaves = [x.clone() for x in state.x]
         f = state.log_density
         coordinates = [(j, k) for j, x in enumerate(leaves) for k in range(x.numel())]
-        order = torch.randperm(len(coordinates))
+        order = torch.randperm(len(coordinates), device="cpu")  # a Python loop reads it
         propose_u, accept_u = uniforms
         accept_probs, changed = [], 0
         with torch.no_grad():
@@ -462,7 +587,7 @@ class DiscreteGibbs(_DiscreteKernel):
                 valid = _valid_candidates(spec, x, k)
                 proposal, log_ratio = dk.gibbs_site_proposal(
                     weights,
-                    torch.tensor(current),
+                    torch.as_tensor(current, device=weights.device),
                     propose_u[position],
                     valid=valid,
                     random_walk=self._random_walk,
@@ -479,7 +604,12 @@ class DiscreteGibbs(_DiscreteKernel):
                     f = weights[int(proposal)]
                     changed += 1
         mean_accept = torch.stack(accept_probs).mean()
-        info = dk.StepInfo(mean_accept, torch.tensor(changed > 0), torch.tensor(float(changed)))
+        like = mean_accept
+        info = dk.StepInfo(
+            mean_accept,
+            torch.as_tensor(changed > 0, device=like.device),
+            torch.as_tensor(float(changed), dtype=like.dtype, device=like.device),
+        )
         return dk.ChainState(tuple(leaves), f, ()), info
 
 
@@ -487,7 +617,7 @@ def _valid_candidates(spec: LeafSpec, x: torch.Tensor, flat_index: int) -> torch
     """Candidates inside the bounds of one coordinate (ordinal sites with array bounds)."""
     if not isinstance(spec.domain, dk.Ordinal):
         return None
-    table = spec.domain.valid_candidates(x.to(torch.get_default_dtype()))
+    table = spec.domain.valid_candidates(x.to(_float_dtype(x)))
     if table is None:
         return None
     table = torch.broadcast_to(table, tuple(x.shape) + (spec.domain.num_values,))
@@ -556,7 +686,7 @@ class ACS(_DLPKernel):
                 stacklevel=2,
             )
         alpha_max, alpha_min, beta_schedule = self._cycle or (None, None, None)
-        like = torch.tensor(1.0, dtype=torch.get_default_dtype())
+        like = torch.ones((), dtype=self._like.dtype, device=self._like.device)
         tuner = dk.acs_tuner_init(
             self._config,
             like,
@@ -577,7 +707,7 @@ class ACS(_DLPKernel):
             self._tuner,
             info.accept_prob,
             self._config,
-            torch.tensor(self._t),
+            torch.as_tensor(self._t, device=self._like.device),
             self._warmup_steps,
         )
 
@@ -597,7 +727,12 @@ class ACS(_DLPKernel):
         s = self._config.steps_per_cycle
         alpha = torch.stack(
             [
-                dk.cyclical_step_size(torch.tensor(k), s, tuner.alpha_max, tuner.alpha_min)
+                dk.cyclical_step_size(
+                    torch.as_tensor(k, device=self._like.device),
+                    s,
+                    tuner.alpha_max,
+                    tuner.alpha_min,
+                )
                 for k in range(s)
             ]
         )
@@ -652,10 +787,14 @@ class AB(_DiscreteKernel):
 
     def setup(self, warmup_steps: int, *args, **kwargs) -> None:
         super().setup(warmup_steps, *args, **kwargs)
-        like = torch.tensor(1.0, dtype=torch.get_default_dtype())
+        like = torch.ones((), dtype=self._like.dtype, device=self._like.device)
         self._tuner = dk.ab.ab_tuner_init(self._config, like)
-        self._block_size = dk.ab.default_block_size(warmup_steps, self._config)
-        self._burn_in = dk.ab.default_burn_in(warmup_steps, self._config)
+        self._plan = dk.ab.ab_warmup_plan(
+            self._config,
+            warmup_steps,
+            adapt=self._adapt_enabled,
+            fit_w=self._is_quadratic and self._coupling is None,
+        )
         self.quadratic = None
         if not self._is_quadratic:
             return
@@ -668,12 +807,8 @@ class AB(_DiscreteKernel):
         d = sum(x.numel() for x in self._state.x)
         self._pairs = dk.ab.quadratic_stats_init(d, like)
         if self._coupling is not None:
-            w = torch.as_tensor(self._coupling, dtype=like.dtype)
-            if w.shape != (d, d):
-                raise ValueError(
-                    f"AB: coupling must have shape ({d}, {d}) (all discrete coordinates, "
-                    f"flattened), got {tuple(w.shape)}."
-                )
+            w = torch.as_tensor(self._coupling, dtype=like.dtype, device=like.device)
+            w = check_symmetric_matrix("AB", "coupling", w, d)
             self.quadratic = dk.ab.quadratic_from_coupling(w, self._config.variant)
         elif warmup_steps == 0:
             warnings.warn(
@@ -682,8 +817,10 @@ class AB(_DiscreteKernel):
                 stacklevel=2,
             )
         if self.quadratic is None:  # AB-1st until W is fitted
-            zeros = torch.zeros(d, dtype=like.dtype)
-            self.quadratic = dk.QuadraticProposal(torch.zeros(d, d, dtype=like.dtype), zeros)
+            zeros = torch.zeros(d, dtype=like.dtype, device=like.device)
+            self.quadratic = dk.QuadraticProposal(
+                torch.zeros(d, d, dtype=like.dtype, device=like.device), zeros
+            )
 
     _noise_shapes = _DLPKernel._noise_shapes  # one uniform per coordinate, as the DLP
 
@@ -697,7 +834,8 @@ class AB(_DiscreteKernel):
     def _core_step(self, state, uniforms, accept_uniform, local_fn, step_size, balance, metropolis):
         normals = None
         if self._is_quadratic:
-            normals = torch.randn(self.quadratic.diag.shape[0], dtype=state.log_density.dtype)
+            diag = self.quadratic.diag
+            normals = torch.randn(diag.shape[0], dtype=diag.dtype, device=diag.device)
         return dk.ab_step(
             state,
             uniforms,
@@ -714,13 +852,13 @@ class AB(_DiscreteKernel):
     def _adapt(self, info: dk.ABStepInfo, step_size) -> None:
         if self._tuning():
             self._tuner = dk.ab.ab_tuner_update(
-                self._tuner, info.jump, self._config, self._block_size
+                self._tuner, info.jump, self._config, self._plan.block_size
             )
-        if self._is_quadratic and self._coupling is None and self._t < self._burn_in:
+        if self._t < self._plan.burn_in:
             self._pairs = dk.ab.quadratic_stats_update(self._pairs, info.dx, info.dg)
-            if self._t + 1 == self._burn_in:
+            if self._t + 1 == self._plan.burn_in:
                 self.quadratic, _ = dk.ab.fit_quadratic_proposal(self._pairs, self._config.variant)
-                if self._adapt_enabled:
+                if self._plan.restart:
                     self._tuner = dk.ab.ab_tuner_restart(self._tuner, self._config)
 
     def logging(self) -> OrderedDict:

@@ -139,7 +139,7 @@ def test_ab_as_gibbs_block_matches_exact_posterior():
 def test_ab_errors():
     with pytest.raises(ValueError, match="variant must be one of"):
         nx.AB(ising_model, variant="second")
-    with pytest.raises(ValueError, match="alpha must lie in"):
+    with pytest.raises(ValueError, match="alpha must be a finite number in \\(0, 1\\]"):
         nx.AB(ising_model, alpha=1.5)
     with pytest.raises(ValueError, match="step_size must be a positive finite"):
         nx.AB(ising_model, step_size=-1.0)

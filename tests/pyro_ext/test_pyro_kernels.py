@@ -105,7 +105,7 @@ def test_mixed_model_with_gibbs_and_nuts_matches_exact_posterior():
     assert_mc_close(z, mean_z)
     assert_mc_close(np.stack([mu, mu**2], axis=-1), np.array([mean_mu, second_mu]))
     idata = px.to_arviz(mcmc)
-    assert idata.sample_stats["acceptance_rate"].shape == (1, 2000)
+    assert idata.sample_stats["dmala_acceptance_rate"].shape == (1, 2000)
 
 
 def several_sites_model():

@@ -1,0 +1,295 @@
+"""Checks of user input, written once for both adapters: options, start values, supports.
+
+Every check raises ``ValueError`` (``TypeError`` for a value of the wrong kind) with a message
+that names the option or site the user wrote, the value found and what is allowed. The
+adapters call these at setup, outside any compiled code, so a bad input never reaches a chain.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._xp import Array, array_namespace
+from .domains import MAX_NUM_VALUES, Binary, Categorical, Domain
+
+__all__ = [
+    "MAX_NUM_VALUES",
+    "check_bool",
+    "check_fixed_supports",
+    "check_initial_log_density",
+    "check_int",
+    "check_number",
+    "check_positive_array",
+    "check_start_value",
+    "check_symmetric_matrix",
+    "no_move_message",
+]
+
+# ------------------------------------------------------------------------------------------
+# options
+
+
+def check_number(
+    owner: str,
+    option: str,
+    value: Any,
+    *,
+    low: float = 0.0,
+    high: float = math.inf,
+    low_inclusive: bool = False,
+    high_inclusive: bool = False,
+) -> float:
+    """A real number (Python or numpy scalar, not a bool) inside an interval; returned as float.
+
+    The default interval is ``(0, inf)``: a positive finite number.
+    """
+    is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if is_real:
+        number = float(value)
+        above = number >= low if low_inclusive else number > low
+        below = number <= high if high_inclusive else number < high
+        if above and below and math.isfinite(number):
+            return number
+    left, right = "[" if low_inclusive else "(", "]" if high_inclusive else ")"
+    what = "a positive finite number" if (low, high) == (0.0, math.inf) else "a finite number"
+    raise ValueError(
+        f"{owner}: {option} must be {what} in {left}{low:g}, {high:g}{right}, got {value!r}."
+    )
+
+
+def check_int(owner: str, option: str, value: Any, *, minimum: int = 0) -> int:
+    """An integer (Python or numpy, or an integral float; not a bool) ``>= minimum``."""
+    ok = False
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        ok = True
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        ok = math.isfinite(float(value)) and float(value) == int(value)
+    if not ok or int(value) < minimum:
+        raise ValueError(f"{owner}: {option} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def check_bool(owner: str, option: str, value: Any) -> bool:
+    """``True`` or ``False`` (numpy's bool too), nothing else."""
+    if value is True or value is False or type(value).__name__ == "bool_":
+        return bool(value)
+    raise ValueError(f"{owner}: {option} must be True or False, got {value!r}.")
+
+
+def check_positive_array(owner: str, option: str, value: Array) -> Array:
+    """Every entry finite and positive (e.g. a preconditioner)."""
+    xp = array_namespace(value)
+    if not bool(xp.all(xp.isfinite(value) & (value > 0))):
+        raise ValueError(f"{owner}: {option} must be finite and positive everywhere.")
+    return value
+
+
+def check_symmetric_matrix(owner: str, option: str, value: Array, size: int) -> Array:
+    """A finite symmetric ``(size, size)`` matrix (e.g. AB's ``coupling``)."""
+    xp = array_namespace(value)
+    if tuple(value.shape) != (size, size):
+        raise ValueError(
+            f"{owner}: {option} must have shape ({size}, {size}) (all discrete coordinates, "
+            f"flattened), got {tuple(value.shape)}."
+        )
+    if not bool(xp.all(xp.isfinite(value))):
+        raise ValueError(f"{owner}: {option} has NaN or infinite entries.")
+    scale = float(xp.max(xp.abs(value))) if size else 0.0
+    if float(xp.max(xp.abs(value - value.T))) > 1e-6 * max(scale, 1.0):
+        raise ValueError(f"{owner}: {option} must be symmetric (W = W^T).")
+    return value
+
+
+# ------------------------------------------------------------------------------------------
+# start values
+
+
+def _few(values: Array) -> str:
+    """A short listing of some entries of a 1-d array, for messages."""
+    shown = [v.item() if hasattr(v, "item") else v for v in list(values[:5])]
+    more = ", ..." if values.shape[0] > 5 else ""
+    return ", ".join(repr(v) for v in shown) + more
+
+
+def check_start_value(
+    site: Any,
+    domain: Domain,
+    value: Array,
+    event_shape: Sequence[int],
+    *,
+    one_hot: bool = False,
+    batch_shape: Sequence[int] = (),
+) -> None:
+    """Refuse a start value that is not a point of the site's support.
+
+    Parameters
+    ----------
+    site : str or int
+        The site's name (or the leaf's index in potential mode), for the message.
+    domain : Domain
+    value : array
+        As the user gave it: shape ``batch_shape + event_shape`` (``+ (K,)`` when one-hot).
+    event_shape : shape of the site
+    one_hot : bool
+        The value is a one-hot encoding of a ``Categorical`` site (last axis ``K``).
+    batch_shape : leading axes allowed before ``event_shape`` (one per chain when chains are
+        batched by the PPL).
+
+    Raises
+    ------
+    ValueError
+        Naming the site, what was found and what is expected: wrong shape (broadcastable
+        shapes are refused too), non-numeric or complex dtype, NaN or infinite entries,
+        non-integral floats, values outside the support, or a one-hot value that is not one.
+    """
+    xp = array_namespace(value)
+    label = f"start value of site {site!r}"
+    expected = tuple(batch_shape) + tuple(event_shape)
+    if one_hot:
+        expected = expected + (domain.num_values,)
+    if tuple(value.shape) != expected:
+        hint = f" (one-hot over {domain.num_values} categories)" if one_hot else ""
+        raise ValueError(
+            f"The {label} has shape {tuple(value.shape)}; expected {expected}{hint}. "
+            "Shapes that merely broadcast are refused."
+        )
+    if xp.isdtype(value.dtype, "bool"):
+        if isinstance(domain, Binary) or one_hot:
+            return
+        raise ValueError(f"The {label} is boolean, but the site's values are {_support(domain)}.")
+    if not xp.isdtype(value.dtype, ("integral", "real floating")):
+        raise ValueError(f"The {label} has dtype {value.dtype}; expected integers (or bools).")
+    flat = xp.reshape(value, (-1,))
+    if xp.isdtype(value.dtype, "real floating"):
+        bad = ~xp.isfinite(flat)
+        if bool(xp.any(bad)):
+            raise ValueError(f"The {label} has NaN or infinite entries: {_few(flat[bad])}.")
+        bad = flat != xp.round(flat)
+        if bool(xp.any(bad)):
+            raise ValueError(f"The {label} has non-integral entries: {_few(flat[bad])}.")
+    if one_hot:
+        zero_one = bool(xp.all((value == 0) | (value == 1)))
+        if not (zero_one and bool(xp.all(xp.sum(value, axis=-1) == 1))):
+            raise ValueError(
+                f"The {label} is not one-hot: every row along its last axis "
+                f"({domain.num_values} categories) must hold a single 1 and 0 elsewhere."
+            )
+        return
+    lower, upper = _bounds(domain, value, tuple(event_shape), len(tuple(batch_shape)))
+    bad = xp.reshape((value < lower) | (value > upper), (-1,))
+    if bool(xp.any(bad)):
+        raise ValueError(
+            f"The {label} has entries outside the site's support ({_support(domain)}): "
+            f"{_few(flat[bad])}."
+        )
+
+
+def _support(domain: Domain) -> str:
+    if isinstance(domain, Binary):
+        return "0 or 1"
+    if isinstance(domain, Categorical):
+        return f"categories 0 .. {domain.num_values - 1}"
+    if domain.lower is not None or domain.upper is not None:
+        return f"integers in per-coordinate bounds within [{domain.low}, {domain.high}]"
+    return f"integers {domain.low} .. {domain.high}"
+
+
+def _bounds(domain: Domain, like: Array, event_shape: tuple, batch_ndim: int):
+    """Per-coordinate inclusive bounds, broadcastable to ``batch + event`` shapes."""
+    xp = array_namespace(like)
+    if isinstance(domain, Binary):
+        return 0, 1
+    if isinstance(domain, Categorical):
+        return 0, domain.num_values - 1
+    lower = domain.low if domain.lower is None else domain.lower
+    upper = domain.high if domain.upper is None else domain.upper
+    lower = xp.broadcast_to(xp.asarray(lower), event_shape) if event_shape else lower
+    upper = xp.broadcast_to(xp.asarray(upper), event_shape) if event_shape else upper
+    return lower, upper
+
+
+def check_initial_log_density(owner: str, log_density: Any, sites: Sequence[Any]) -> None:
+    """Refuse a start of zero (or NaN) probability: from there no proposal can be judged.
+
+    ``log_density`` is the scalar ``f`` at the start (a Python float or a 0-d array).
+    """
+    value = float(log_density)
+    if not math.isfinite(value):
+        raise ValueError(
+            f"{owner}: the log density at the start values of {list(sites)} is {value}; "
+            "start from values of positive probability (check init_params / initial_params "
+            "and that the observed data are possible under the model)."
+        )
+
+
+# ------------------------------------------------------------------------------------------
+# supports that depend on other sites
+
+
+def check_fixed_supports(
+    base: Mapping[str, tuple[Any, Any]],
+    perturbed: Sequence[tuple[str, Mapping[str, tuple[Any, Any]]]],
+) -> None:
+    """Refuse a model in which the support of a sampled site depends on another site's value.
+
+    The kernels fix each site's support (its domain) at setup. The adapters trace the model
+    once more for each other site ``s`` set to a few other values, and pass the bounds they
+    see; any change means the support moves with ``s`` and the chain would be sampled on the
+    wrong range.
+
+    Parameters
+    ----------
+    base : {site: (lower, upper)}
+        Bounds of each integer-interval site at the setup trace (numpy arrays or scalars).
+    perturbed : sequence of (changed_site, {site: (lower, upper)})
+        Bounds seen with ``changed_site`` set to another value.
+    """
+    for changed, bounds in perturbed:
+        for site, (lower, upper) in base.items():
+            if site == changed or site not in bounds:
+                continue
+            new_lower, new_upper = bounds[site]
+            same = np.array_equal(np.asarray(lower), np.asarray(new_lower)) and np.array_equal(
+                np.asarray(upper), np.asarray(new_upper)
+            )
+            if not same:
+                raise ValueError(
+                    f"The support of site {site!r} depends on the value of site {changed!r} "
+                    f"(bounds {_span(lower, upper)} at the setup trace, "
+                    f"{_span(new_lower, new_upper)} with another value of {changed!r}). "
+                    "These kernels sample each site on a support fixed at setup, so they "
+                    "refuse this model: write it with a fixed "
+                    f"support for {site!r} (e.g. its largest range plus a factor that is -inf "
+                    "outside the dependent range), or sample it with NumPyro's DiscreteHMCGibbs."
+                )
+
+
+def _span(lower: Any, upper: Any) -> str:
+    lower, upper = np.asarray(lower), np.asarray(upper)
+    if lower.size == 1 and upper.size == 1:
+        return f"[{lower.item():g}, {upper.item():g}]"
+    return f"[{lower.min():g}..{lower.max():g}, {upper.min():g}..{upper.max():g}]"
+
+
+# ------------------------------------------------------------------------------------------
+# chains that cannot move
+
+MIN_WARMUP_FOR_FROZEN_CHECK = 20
+"""Warmups shorter than this are too short to call a chain that has not moved frozen."""
+
+
+def no_move_message(owner: str, sites: Sequence[Any], num_steps: int, chains: Any = None) -> str:
+    """Warning text for a chain that made no move in its whole warmup."""
+    which = "The chain" if chains is None else f"Chains {list(chains)}"
+    return (
+        f"{owner}: {which} made no move in {num_steps} warmup steps on sites {list(sites)}; "
+        "every draw will equal the start. Likely causes: the gradient's estimate of the local "
+        "differences is badly wrong for these sites (pass exact_sites=[...] to evaluate them "
+        "exactly), or the start lies where no proposal has positive probability. The "
+        "step_size and acceptance_rate statistics show what the kernel tried."
+    )

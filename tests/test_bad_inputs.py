@@ -1,0 +1,435 @@
+"""Bad inputs, both adapters: each row gives a clear error naming the site or option, or the
+correct result (issue 12's cases and the ones found while fixing them)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+torch = pytest.importorskip("torch")
+
+import jax.numpy as jnp  # noqa: E402
+import numpyro  # noqa: E402
+import numpyro.distributions as ndist  # noqa: E402
+import pyro  # noqa: E402
+import pyro.distributions as pdist  # noqa: E402
+from numpyro.infer import MCMC as NMCMC  # noqa: E402
+from pyro.infer import MCMC as PMCMC  # noqa: E402
+
+import numpyro_ext as nx  # noqa: E402
+import pyro_ext as px  # noqa: E402
+from discrete_kernels import Ordinal  # noqa: E402
+from tests.numpyro_ext.helpers import assert_mc_close  # noqa: E402
+
+# ------------------------------------------------------------------------------ models
+
+
+def n_binomial_dependent():
+    n = numpyro.sample("n", ndist.Binomial(10, 0.5))
+    numpyro.sample("k", ndist.Binomial(n, 0.5))
+
+
+def p_binomial_dependent():
+    n = pyro.sample("n", pdist.Binomial(10, 0.5))
+    pyro.sample("k", pdist.Binomial(n, 0.5))
+
+
+def n_bits():
+    numpyro.sample("z", ndist.Bernoulli(0.3).expand([4]))
+    numpyro.sample("k", ndist.Binomial(3, 0.4))
+
+
+def p_bits():
+    pyro.sample("z", pdist.Bernoulli(0.3).expand([4]).to_event(1))
+    pyro.sample("k", pdist.Binomial(3, 0.4))
+
+
+def n_empty():
+    numpyro.sample("z", ndist.Bernoulli(0.3).expand([0]))
+
+
+def n_huge_uniform():
+    numpyro.sample("x", ndist.DiscreteUniform(-(2**31), 2**31 - 1))
+
+
+def n_large_offset():
+    numpyro.sample("x", ndist.DiscreteUniform(100_000_000, 100_000_004).expand([2]))
+
+
+def p_subsampled():
+    with pyro.plate("data", 10, subsample_size=3):
+        pyro.sample("z", pdist.Bernoulli(0.5))
+
+
+def p_enumerated():
+    pyro.sample("z", pdist.Bernoulli(0.5).expand([3]).to_event(1))
+    pyro.sample("w", pdist.Bernoulli(0.5), infer={"enumerate": "parallel"})
+
+
+def _n_run(kernel, warmup=10, samples=10, **run_kwargs):
+    mcmc = NMCMC(kernel, num_warmup=warmup, num_samples=samples, progress_bar=False)
+    mcmc.run(jax.random.key(0), **run_kwargs)
+    return mcmc
+
+
+def _p_run(kernel, warmup=10, samples=10, **kwargs):
+    pyro.set_rng_seed(0)
+    mcmc = PMCMC(kernel, num_samples=samples, warmup_steps=warmup, disable_progbar=True, **kwargs)
+    mcmc.run()
+    return mcmc
+
+
+def _bits_potential_n(z):
+    return -jnp.sum(z) * 0.1
+
+
+def _bits_potential_p(z):
+    return -z["z"].sum() * 0.1
+
+
+# ------------------------------------------------------------------------------ error rows
+
+ERRORS = {
+    # 1. a support that depends on another latent
+    "numpyro dependent support": (
+        lambda: _n_run(nx.DMALA(n_binomial_dependent)),
+        "support of site 'k' depends on the value of site 'n'",
+    ),
+    "pyro dependent support": (
+        lambda: _p_run(px.DMALA(p_binomial_dependent)),
+        "support of site 'k' depends on the value of site 'n'",
+    ),
+    # 2. subsampling plates
+    "pyro subsample plate": (
+        lambda: _p_run(px.DMALA(p_subsampled)),
+        "plate 'data' subsamples 3 of 10",
+    ),
+    # 3. start values outside the support
+    "numpyro start 2 for Bernoulli": (
+        lambda: _n_run(nx.DMALA(n_bits), init_params={"z": jnp.full(4, 2)}),
+        "start value of site 'z' has entries outside the site's support \\(0 or 1\\): 2",
+    ),
+    "numpyro potential start 2": (
+        lambda: _n_run(
+            nx.DULA(potential_fn=_bits_potential_n, domain=nx.Binary()),
+            init_params=jnp.full(4, 2.0),
+        ),
+        "start value of site 0 has entries outside",
+    ),
+    "pyro start 2 for Bernoulli": (
+        lambda: _p_run(px.DMALA(p_bits), initial_params={"z": torch.full((4,), 2.0)}),
+        "start value of site 'z' has entries outside",
+    ),
+    # 4. starts that used to freeze the chain
+    "numpyro start 0.5": (
+        lambda: _n_run(nx.DMALA(n_bits), init_params={"z": jnp.full(4, 0.5)}),
+        "site 'z' has non-integral entries: 0.5",
+    ),
+    "numpyro start -1 for Binomial(3)": (
+        lambda: _n_run(nx.GWG(n_bits), init_params={"k": jnp.asarray(-1)}),
+        "site 'k' has entries outside the site's support \\(integers 0 .. 3\\): -1",
+    ),
+    "numpyro NaN start": (
+        lambda: _n_run(nx.DMALA(n_bits), init_params={"z": jnp.full(4, jnp.nan)}),
+        "site 'z' has NaN or infinite entries",
+    ),
+    "pyro NaN start DMALA": (
+        lambda: _p_run(px.DMALA(p_bits), initial_params={"z": torch.full((4,), float("nan"))}),
+        "site 'z' has NaN or infinite entries",
+    ),
+    "pyro NaN start GWG": (
+        lambda: _p_run(px.GWG(p_bits), initial_params={"z": torch.full((4,), float("nan"))}),
+        "site 'z' has NaN or infinite entries",
+    ),
+    "pyro NaN start DiscreteGibbs": (
+        lambda: _p_run(
+            px.DiscreteGibbs(p_bits), initial_params={"z": torch.full((4,), float("nan"))}
+        ),
+        "site 'z' has NaN or infinite entries",
+    ),
+    # 5. broadcastable but wrong shapes
+    "numpyro (2, 4) start for a (4,) site": (
+        lambda: _n_run(nx.DMALA(n_bits), init_params={"z": jnp.zeros((2, 4))}),
+        "site 'z' has shape \\(2, 4\\); expected \\(4,\\)",
+    ),
+    "pyro (2, 4) start for a (4,) site": (
+        lambda: _p_run(px.DMALA(p_bits), initial_params={"z": torch.zeros(2, 4)}),
+        "site 'z' has shape \\(2, 4\\); expected \\(4,\\)",
+    ),
+    # 8. numeric options that froze the chain or were accepted silently
+    "ACS tuning learning_rate nan": (
+        lambda: nx.ACS(n_bits, tuning={"learning_rate": float("nan")}),
+        "tuning\\['learning_rate'\\] must be a positive finite number",
+    ),
+    "ACS tuning num_candidates 0": (
+        lambda: px.ACS(p_bits, tuning={"num_candidates": 0}),
+        "tuning\\['num_candidates'\\] must be an integer >= 1",
+    ),
+    "ACS tuning negative burn-in": (
+        lambda: nx.ACS(n_bits, tuning={"burnin_steps": -5}),
+        "tuning\\['burnin_steps'\\] must be an integer >= 0",
+    ),
+    "ACS tuning unknown key": (
+        lambda: nx.ACS(n_bits, tuning={"learning_rat": 0.1}),
+        "unknown tuning option 'learning_rat'",
+    ),
+    "ACS alpha_max inf": (
+        lambda: nx.ACS(n_bits, alpha_max=float("inf"), alpha_min=0.1, beta_schedule=[0.5] * 8),
+        "alpha_max must be a positive finite number",
+    ),
+    "ACS steps_per_cycle nan": (
+        lambda: px.ACS(p_bits, steps_per_cycle=float("nan")),
+        "steps_per_cycle must be an integer >= 2",
+    ),
+    "AB coupling with NaN": (
+        lambda: _n_run(nx.AB(n_bits, variant="trace", coupling=np.full((5, 5), np.nan))),
+        "coupling has NaN or infinite entries",
+    ),
+    "AB coupling not symmetric (pyro)": (
+        lambda: _p_run(px.AB(p_bits, variant="shift", coupling=np.triu(np.ones((5, 5))))),
+        "coupling must be symmetric",
+    ),
+    "AB burn_in longer than warmup (numpyro)": (
+        lambda: _n_run(nx.AB(n_bits, variant="trace", burn_in=50), warmup=20),
+        "burn_in=50 is longer than the warmup \\(20 steps\\)",
+    ),
+    "AB burn_in longer than warmup (pyro)": (
+        lambda: _p_run(px.AB(p_bits, variant="trace", burn_in=50), warmup=20),
+        "burn_in=50 is longer than the warmup \\(20 steps\\)",
+    ),
+    "AB block_size True": (
+        lambda: nx.AB(n_bits, block_size=True),
+        "block_size must be an integer >= 1, got True",
+    ),
+    "DiscreteGibbs random_walk 'yes'": (
+        lambda: px.DiscreteGibbs(p_bits, random_walk="yes"),
+        "random_walk must be True or False, got 'yes'",
+    ),
+    "Ordinal lower above upper": (
+        lambda: Ordinal(5, 0, lower=np.array([3, 0]), upper=np.array([1, 4])),
+        "per-coordinate bounds must satisfy low <= lower <= upper",
+    ),
+    "Categorical start not one-hot": (
+        lambda: _n_run(
+            nx.DMALA(potential_fn=lambda x: -x[..., 0].sum(), domain=nx.Categorical(3)),
+            init_params=jnp.asarray([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]]),
+        ),
+        "start value of site 0 is not one-hot",
+    ),
+    # 9. ordinary mistakes that gave obscure errors
+    "empty site under GWG": (lambda: _n_run(nx.GWG(n_empty)), "Site 'z' has shape \\(0,\\)"),
+    "Categorical start with the wrong K": (
+        lambda: _n_run(
+            nx.DMALA(potential_fn=lambda x: -x[..., 0].sum(), domain=nx.Categorical(3)),
+            init_params=jnp.eye(4)[:2],
+        ),
+        "start value of site 0 has shape \\(2, 4\\); expected \\(2, 3\\)",
+    ),
+    "DiscreteUniform over int32": (
+        lambda: _n_run(nx.DMALA(n_huge_uniform)),
+        "tracing the model with start values drawn from its prior failed \\(OverflowError",
+    ),
+    "Binomial with 2**21 trials (pyro)": (
+        lambda: _p_run(px.DMALA(lambda: pyro.sample("x", pdist.Binomial(2**21, 0.5)))),
+        "Site 'x' takes 2097153 values",
+    ),
+    "pyro to_arviz before run": (
+        lambda: px.to_arviz(PMCMC(px.DMALA(p_bits), num_samples=5)),
+        "no draws yet; call mcmc.run",
+    ),
+    "init_params names an unknown site": (
+        lambda: _n_run(nx.DMALA(n_bits), init_params={"zz": jnp.zeros(4)}),
+        "init_params: \\['zz'\\] are not discrete latent sites",
+    ),
+    # 10. misleading messages
+    "numpyro potential returns a vector": (
+        lambda: _n_run(
+            nx.DMALA(potential_fn=lambda z: jnp.stack([z.sum(), z.sum()]), domain=nx.Binary()),
+            init_params=jnp.zeros(3),
+        ),
+        "potential_fn must return a scalar .* shape \\(2,\\)",
+    ),
+    "pyro potential returns a vector": (
+        lambda: _p_run(
+            px.DMALA(potential_fn=lambda z: z["x"] * 1.0, domain=px.Binary()),
+            initial_params={"x": torch.zeros(3)},
+        ),
+        "potential_fn must return a scalar .* shape \\(3,\\)",
+    ),
+    # 11. enumerated sites in Pyro
+    "pyro enumerated site": (
+        lambda: _p_run(px.DMALA(p_enumerated)),
+        "site 'w' is marked infer=\\{'enumerate': 'parallel'\\}",
+    ),
+    # a start of probability zero
+    "start of zero probability": (
+        lambda: _n_run(
+            nx.DMALA(
+                potential_fn=lambda z: jnp.where(z.sum() == 0, jnp.inf, 0.0), domain=nx.Binary()
+            ),
+            init_params=jnp.zeros(3),
+        ),
+        "log density at the start values .* is -inf",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ERRORS))
+def test_bad_input_gives_a_clear_error(case):
+    action, message = ERRORS[case]
+    with pytest.raises(ValueError, match=message):
+        action()
+
+
+# ------------------------------------------------------------------------------ correct rows
+
+
+def test_numpy_scalar_options_are_accepted():
+    kernel = nx.DMALA(n_bits, step_size=np.float32(0.5), target_accept_prob=np.float64(0.6))
+    assert kernel._step_size == np.float32(0.5)
+    acs = px.ACS(p_bits, steps_per_cycle=np.int64(5))
+    assert acs.config.steps_per_cycle == 5
+
+
+@pytest.mark.parametrize("kernel_cls", [nx.DMALA, nx.GWG])
+def test_bool_start_is_converted(kernel_cls):
+    mcmc = _n_run(kernel_cls(n_bits), warmup=5, init_params={"z": jnp.ones(4, dtype=bool)})
+    z = mcmc.get_samples()["z"]
+    assert z.dtype == jnp.int32 and set(np.unique(z)) <= {0, 1}
+
+
+def test_pyro_site_missing_from_initial_params_starts_from_the_prior():
+    mcmc = _p_run(px.DMALA(p_bits), initial_params={"z": torch.ones(4)})
+    k = mcmc.get_samples()["k"]
+    assert k.shape == (10,) and bool(((k >= 0) & (k <= 3)).all())
+
+
+def test_gwg_with_an_infinite_gradient_moves_and_reports_honestly():
+    # U = -3 sqrt(sum z) has an infinite gradient at all zeros; GWG used to freeze there
+    # while reporting acceptance 1 and `accepted` on every draw
+    def potential(z):
+        return -3.0 * jnp.sqrt(jnp.sum(z))
+
+    mcmc = NMCMC(
+        nx.GWG(potential_fn=potential, domain=nx.Binary()),
+        num_warmup=0,
+        num_samples=3000,
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(1), init_params=jnp.zeros(5), extra_fields=("accepted",))
+    z = np.asarray(mcmc.get_samples())
+    accepted = np.asarray(mcmc.get_extra_fields()["accepted"])
+    moved = np.any(np.diff(np.concatenate([np.zeros((1, 5)), z]), axis=0) != 0, axis=1)
+    assert moved.sum() > 300
+    np.testing.assert_array_equal(accepted, moved)  # `accepted` is a real move, nothing else
+    # exact marginal of each bit under exp(3 sqrt(sum z)), by enumeration
+    states = np.array(np.meshgrid(*[[0, 1]] * 5, indexing="ij")).reshape(5, -1).T
+    weights = np.exp(3.0 * np.sqrt(states.sum(1)))
+    exact = (weights @ states) / weights.sum()
+    assert_mc_close(z[None], exact)
+
+
+def test_gwg_on_large_offset_ordinal_values_in_float32():
+    # DiscreteUniform(1e8, 1e8 + 4): candidate values collapse in float32 unless distances
+    # are taken between offsets from the lower bound
+    mcmc = _n_run(nx.GWG(n_large_offset), warmup=20, samples=1000)
+    x = np.asarray(mcmc.get_samples()["x"]).astype(np.int64) - 100_000_000
+    counts = np.bincount(x.ravel(), minlength=5)
+    assert counts.shape == (5,) and counts.min() > 250  # uniform: 400 expected each
+
+
+@pytest.mark.parametrize("ppl", ["numpyro", "pyro"])
+def test_copies_of_the_state_are_not_counted_as_moves(ppl):
+    # at a tiny fixed step almost every proposal equals the current state
+    if ppl == "numpyro":
+        mcmc = NMCMC(
+            nx.DMALA(n_bits, step_size=1e-3, adapt_step_size=False),
+            num_warmup=0,
+            num_samples=50,
+            progress_bar=False,
+        )
+        mcmc.run(jax.random.key(0), extra_fields=("accepted", "hamming_distance"))
+        stats = mcmc.get_extra_fields()
+        accepted, distance = np.asarray(stats["accepted"]), np.asarray(stats["hamming_distance"])
+    else:
+        mcmc = _p_run(px.DMALA(p_bits, step_size=1e-3, adapt_step_size=False), 0, 50)
+        stats = px.to_arviz(mcmc).sample_stats
+        accepted = stats["accepted"].values[0]
+        distance = stats["hamming_distance"].values[0]
+    assert not np.any(accepted[distance == 0])
+
+
+@pytest.mark.parametrize("ppl", ["numpyro", "pyro"])
+def test_a_chain_that_never_moves_in_warmup_is_warned_about(ppl):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if ppl == "numpyro":
+            _n_run(nx.DMALA(n_bits, step_size=1e-4, adapt_step_size=False), warmup=30)
+        else:
+            _p_run(px.DMALA(p_bits, step_size=1e-4, adapt_step_size=False), warmup=30)
+    messages = [str(w.message) for w in caught if "made no move" in str(w.message)]
+    assert messages, [str(w.message) for w in caught]
+    assert "['z', 'k']" in messages[0] and "30 warmup steps" in messages[0]
+
+
+def test_a_chain_that_moves_is_not_warned_about():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _n_run(nx.DMALA(n_bits), warmup=30)
+    assert not [w for w in caught if "made no move" in str(w.message)]
+
+
+# ------------------------------------------------------------------------------ property
+
+
+@pytest.mark.parametrize("ppl", ["numpyro", "pyro"])
+def test_no_draw_leaves_the_support_for_any_start(ppl):
+    """Random starts, most of them bad: each is refused at setup, or every draw of every
+    kernel lies in the support (z in {0, 1}, k in 0..3) and none is NaN."""
+    rng = np.random.default_rng(12)
+    bad_entries = [-1.0, 2.0, 0.5, np.nan, 7.0, np.inf]
+    kernels = (
+        [nx.DMALA, nx.DULA, nx.GWG, nx.ACS, nx.AB]
+        if ppl == "numpyro"
+        else [px.DMALA, px.DULA, px.GWG, px.ACS, px.AB, px.DiscreteGibbs]
+    )
+    refused = ran = 0
+    for trial in range(2 * len(kernels)):
+        z = rng.integers(0, 2, size=4).astype(float)
+        k = float(rng.integers(0, 4))
+        if trial % 2:  # corrupt one entry of z or k
+            position = rng.integers(0, 5)
+            value = bad_entries[rng.integers(0, len(bad_entries))]
+            if position < 4:
+                z[position] = value
+            else:
+                k = value if value != 2.0 else -3.0  # 2 lies inside k's support
+        kernel_cls = kernels[(trial // 2) % len(kernels)]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if ppl == "numpyro":
+                    mcmc = _n_run(
+                        kernel_cls(n_bits),
+                        warmup=5,
+                        init_params={"z": jnp.asarray(z), "k": jnp.asarray(k)},
+                    )
+                else:
+                    mcmc = _p_run(
+                        kernel_cls(p_bits),
+                        warmup=5,
+                        initial_params={"z": torch.as_tensor(z), "k": torch.as_tensor(k)},
+                    )
+        except ValueError as error:
+            assert "start value of site" in str(error)
+            refused += 1
+            continue
+        ran += 1
+        samples = mcmc.get_samples()
+        zs, ks = np.asarray(samples["z"], float), np.asarray(samples["k"], float)
+        assert np.all(np.isin(zs, [0.0, 1.0])), (z, k, kernel_cls)
+        assert np.all(np.isin(ks, [0.0, 1.0, 2.0, 3.0])), (z, k, kernel_cls)
+    assert refused == ran == len(kernels)
