@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from .domains import MAX_NUM_VALUES, Domain, Ordinal
+from .proposals import FIRST_ORDER_NATS_LIMIT, FIRST_ORDER_TV_LIMIT
 
 __all__ = [
     "EXACT",
@@ -21,7 +22,10 @@ __all__ = [
     "ONE_HOT_GRADIENT",
     "LeafSpec",
     "check_discrete_sites",
+    "auto_exact_message",
     "check_leaf_size",
+    "exact_sites_option",
+    "first_order_is_badly_wrong",
     "ordinal_from_bounds",
     "unsupported_site_error",
 ]
@@ -69,6 +73,45 @@ def check_leaf_size(name: Any, shape: Sequence[int]) -> None:
     """Refuse a site with no coordinates (e.g. a plate of size 0): nothing to sample."""
     if any(int(n) == 0 for n in shape):
         raise ValueError(f"Site {name!r} has shape {tuple(shape)}: no coordinates to sample.")
+
+
+def exact_sites_option(owner: str, exact_sites: Any) -> tuple[bool, tuple]:
+    """``(auto, names)`` from a kernel's ``exact_sites`` argument: ``"auto"`` or names."""
+    if isinstance(exact_sites, str):
+        if exact_sites == "auto":
+            return True, ()
+        raise ValueError(
+            f"{owner}: exact_sites must be 'auto' or a list of site names, got {exact_sites!r}."
+        )
+    return False, tuple(exact_sites)
+
+
+def first_order_is_badly_wrong(errors: tuple[float, float]) -> bool:
+    """Whether ``(total_variation, median_error)`` of a site calls for exact differences."""
+    tv, nats = errors
+    return tv > FIRST_ORDER_TV_LIMIT or nats > FIRST_ORDER_NATS_LIMIT
+
+
+def auto_exact_message(
+    owner: str, name: Any, errors: tuple[float, float], evaluations: int, switched: bool
+) -> str:
+    """What the kernel says when a site's first-order estimate is badly wrong."""
+    tv, nats = errors
+    found = (
+        f"{owner}: for site {name!r} the gradient's local differences are far from the exact "
+        f"ones (median error {nats:.3g} nats per change; total variation {tv:.2f} between the "
+        "proposals they imply; checked at the start and three prior draws)"
+    )
+    if switched:
+        return (
+            f"{found}. Sampling {name!r} with exact differences instead ({evaluations} "
+            "log-density evaluations per step); pass exact_sites=[] to keep the gradient."
+        )
+    return (
+        f"{found}, but exact differences would cost {evaluations} log-density evaluations "
+        f"per step, so the gradient is kept; the chain may mix slowly or freeze. Pass "
+        f"exact_sites=[{name!r}] to evaluate them exactly anyway."
+    )
 
 
 def unsupported_site_error(name: str, fn: Any, supported: str) -> ValueError:

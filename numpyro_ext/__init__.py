@@ -6,10 +6,13 @@
 
 from discrete_kernels.domains import Binary, Categorical, Ordinal
 
+from .arviz import gibbs_fields, to_arviz
 from .esh import ESH, ESHState, JarzynskiResult, esh_jarzynski
 from .kernels import AB, ACS, DMALA, DULA, GWG, ABAdaptState, ACSState, DLPState
 
 __all__ = [
+    "gibbs_fields",
+    "to_arviz",
     "ESH",
     "ESHState",
     "JarzynskiResult",

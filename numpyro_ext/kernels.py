@@ -25,7 +25,12 @@ from numpyro.infer.util import _prepare_model_for_potential, potential_energy
 from numpyro.util import identity, is_prng_key
 
 import discrete_kernels as dk
-from discrete_kernels.leaves import check_leaf_size
+from discrete_kernels.leaves import (
+    auto_exact_message,
+    check_leaf_size,
+    exact_sites_option,
+    first_order_is_badly_wrong,
+)
 from discrete_kernels.options import check_kernel_options
 from discrete_kernels.validation import (
     MIN_WARMUP_FOR_FROZEN_CHECK,
@@ -38,6 +43,8 @@ from discrete_kernels.validation import (
 )
 
 from ._target import (
+    EXACT,
+    GRADIENT,
     ONE_HOT_GRADIENT,
     LeafSpec,
     integer_bounds,
@@ -125,6 +132,7 @@ class _DiscreteKernel(MCMCKernel):
     _state_cls = DLPState
     _adapt_default = True
     _gaussian_noise = False  # whether a step also takes N(0, I) noise (quadratic AB)
+    _supports_auto_exact = True  # exact_sites="auto" may switch sites to exact differences
 
     def __init__(
         self,
@@ -135,7 +143,7 @@ class _DiscreteKernel(MCMCKernel):
         step_size: float | None = 0.5,
         adapt_step_size: bool | None = None,
         target_accept_prob: float = 0.574,
-        exact_sites: Sequence[str] = (),
+        exact_sites: Sequence[str] | str = "auto",
     ) -> None:
         check_kernel_options(
             self._name,
@@ -152,7 +160,7 @@ class _DiscreteKernel(MCMCKernel):
         self._step_size = step_size
         self._adapt_enabled = self._adapt_default if adapt_step_size is None else adapt_step_size
         self._rule = dk.StepSizeAdaptation(target_accept_prob=target_accept_prob)
-        self._exact_sites = tuple(exact_sites)
+        self._auto_exact, self._exact_sites = exact_sites_option(self._name, exact_sites)
         # static metadata resolved at `init`
         self._specs: tuple[LeafSpec, ...] | None = None
         self._treedef = None
@@ -310,6 +318,73 @@ class _DiscreteKernel(MCMCKernel):
         self._prepared_model = _prepare_model_for_potential(
             conditioned(self._model), model_trace, enum=self._enum
         )
+        if self._auto_exact and self._supports_auto_exact:
+            self._switch_badly_estimated_sites(model_trace, model_args, model_kwargs)
+
+    def _switch_badly_estimated_sites(self, model_trace: dict, model_args, model_kwargs) -> None:
+        """``exact_sites="auto"``: at the start and three prior draws, compare each gradient
+        site's first-order local differences with exact ones on a few coordinates; a site whose
+        gradient proposal is badly wrong is switched to exact differences when that costs at
+        most ``AUTO_EXACT_BUDGET`` evaluations per step, and is warned about otherwise."""
+        leaves = tuple(jnp.asarray(model_trace[s.name]["value"]) for s in self._specs)
+        if any(isinstance(x, jax.core.Tracer) for x in leaves):
+            return  # traced start (parallel chains): no concrete values to judge by
+        log_density = self._log_density_fn(model_args, model_kwargs)
+        local_fn = make_local_fn(log_density, self._specs)
+        names = [s.name for s in self._specs]
+        model = conditioned(self._model)
+        try:  # the start and three fresh prior draws of the block's sites, traced once
+            draws = jax.vmap(
+                lambda key: tuple(
+                    prototype_trace(model, key, model_args, model_kwargs)[n]["value"] for n in names
+                )
+            )(random.split(random.key(1000), 3))
+            points = tuple(
+                jnp.concatenate([x[None].astype(d.dtype), d]) for x, d in zip(leaves, draws)
+            )
+            f, local = jax.vmap(local_fn)(points)
+        except Exception:  # a model that cannot be traced under vmap: the start alone
+            points = tuple(x[None] for x in leaves)
+            try:
+                f, local = jax.vmap(local_fn)(points)
+            except TypeError:
+                return  # no gradient at all: _initial_state explains it
+        errors = [(0.0, 0.0)] * len(self._specs)
+        for j, spec in enumerate(self._specs):
+            if spec.mode != GRADIENT:
+                continue
+            chosen = list(range(min(leaves[j].size, 16)))
+
+            def table_at(point, j=j, chosen=chosen, spec=spec):
+                batch = dk.proposals.substitutions_at(spec.domain, point[j], chosen)
+                return jax.vmap(
+                    lambda v: log_density(tuple(v if k == j else y for k, y in enumerate(point)))
+                )(batch)
+
+            tables = np.asarray(jax.vmap(table_at)(points), np.float64)
+            for p in range(tables.shape[0]):
+                exact = tables[p].reshape(len(chosen), -1) - float(f[p])
+                error = dk.proposals.first_order_error_at(
+                    spec.domain,
+                    np.asarray(points[j][p]),
+                    np.asarray(local[j][p], np.float64),
+                    chosen,
+                    exact,
+                )
+                errors[j] = (max(errors[j][0], error[0]), max(errors[j][1], error[1]))
+        specs = list(self._specs)
+        for j, (spec, error) in enumerate(zip(self._specs, errors)):
+            if not first_order_is_badly_wrong(error):
+                continue
+            evaluations = int(np.prod(self._site_shapes[spec.name])) * spec.domain.num_values
+            switch = evaluations <= dk.proposals.AUTO_EXACT_BUDGET
+            warnings.warn(
+                auto_exact_message(self._name, spec.name, error, evaluations, switch),
+                stacklevel=4,
+            )
+            if switch:
+                specs[j] = LeafSpec(spec.name, spec.domain, EXACT)
+        self._specs = tuple(specs)
 
     def _setup_options(self) -> None:
         """Option checks that need the sites (a subclass hook; runs once, outside jit)."""
@@ -317,7 +392,11 @@ class _DiscreteKernel(MCMCKernel):
     def _check_fixed_supports(self, model_trace: dict, model_args, model_kwargs) -> None:
         """Refuse sites whose integer support moves with another site's value (traced once
         per other site and alternative value; setup only)."""
-        base = {s.name: integer_bounds(model_trace[s.name]) for s in self._specs}
+        base = {  # a boolean support cannot move
+            s.name: integer_bounds(model_trace[s.name])
+            for s in self._specs
+            if not isinstance(s.domain, dk.Binary)
+        }
         base = {name: bounds for name, bounds in base.items() if bounds is not None}
         if not base or any(isinstance(b, jax.core.Tracer) for pair in base.values() for b in pair):
             return  # nothing to check, or traced (parallel chains: _static refuses it)
@@ -611,7 +690,7 @@ class _DLPKernel(_DiscreteKernel):
         adapt_step_size: bool | None = None,
         target_accept_prob: float = 0.574,
         preconditioner: dict | Sequence | None = None,
-        exact_sites: Sequence[str] = (),
+        exact_sites: Sequence[str] | str = "auto",
     ) -> None:
         if step_size is None:
             raise ValueError(f"{self._name}: step_size must be a positive finite number.")
@@ -757,7 +836,7 @@ class GWG(_DiscreteKernel):
         potential_fn: Callable | None = None,
         domain: Any = None,
         step_size: float | None = None,
-        exact_sites: Sequence[str] = (),
+        exact_sites: Sequence[str] | str = "auto",
     ) -> None:
         super().__init__(
             model,
@@ -844,7 +923,7 @@ class ACS(_DLPKernel):
         alpha_min: float | None = None,
         beta_schedule: Sequence[float] | None = None,
         tuning: dict | None = None,
-        exact_sites: Sequence[str] = (),
+        exact_sites: Sequence[str] | str = "auto",
     ) -> None:
         super().__init__(
             model,
@@ -1006,6 +1085,7 @@ class AB(_DiscreteKernel):
 
     _name = "AB"
     _adapt_default = True
+    _supports_auto_exact = False  # quadratic proposals need every site's gradient
 
     def __init__(
         self,

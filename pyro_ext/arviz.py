@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from discrete_kernels.stats import arviz_name
+
 
 def to_arviz(mcmc: Any):
     """InferenceData with the posterior and the per-draw sampler statistics.
@@ -39,19 +41,10 @@ def to_arviz(mcmc: Any):
     sample_stats = None
     if all(stats is not None for stats in stats_by_chain):
         sample_stats = {
-            _arviz_name(name): np.stack([np.asarray(stats[name]) for stats in stats_by_chain])
+            arviz_name(name): np.stack([np.asarray(stats[name]) for stats in stats_by_chain])
             for name in stats_by_chain[0]
         }
         for name, values in sample_stats.items():
             if name == "accepted" or name.endswith("_accepted"):
                 sample_stats[name] = values.astype(bool)
     return az.from_dict(posterior=posterior, sample_stats=sample_stats)
-
-
-def _arviz_name(name: str) -> str:
-    """ArviZ's name of a statistic: ``accept_prob`` is ``acceptance_rate`` (also prefixed)."""
-    if name == "accept_prob":
-        return "acceptance_rate"
-    if name.endswith("_accept_prob"):
-        return name[: -len("accept_prob")] + "acceptance_rate"
-    return name

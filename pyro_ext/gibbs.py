@@ -10,6 +10,8 @@ import torch
 from pyro import poutine
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
+from discrete_kernels.stats import block_labels
+
 from ._target import discrete_sites, latent_sites, trace_model
 
 __all__ = ["Gibbs", "discrete_sites"]
@@ -195,10 +197,8 @@ class Gibbs(MCMCKernel):
         return out
 
     def block_labels(self) -> list[str]:
-        """One label per block: the kernel's class name in lower case, numbered when two
-        blocks use the same class (``dmala``, ``nuts``; ``dmala_0``, ``dmala_1``)."""
-        names = [type(kernel).__name__.lower() for kernel, _ in self._blocks]
-        return [f"{n}_{i}" if names.count(n) > 1 else n for i, n in enumerate(names)]
+        """One label per block (see :func:`discrete_kernels.stats.block_labels`)."""
+        return block_labels([type(kernel).__name__ for kernel, _ in self._blocks])
 
     def cleanup(self) -> None:
         for kernel, _ in self._blocks:

@@ -15,7 +15,12 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from pyro.poutine.util import site_is_subsample
 
 import discrete_kernels as dk
-from discrete_kernels.leaves import check_leaf_size
+from discrete_kernels.leaves import (
+    auto_exact_message,
+    check_leaf_size,
+    exact_sites_option,
+    first_order_is_badly_wrong,
+)
 from discrete_kernels.options import check_kernel_options
 from discrete_kernels.validation import (
     MIN_WARMUP_FOR_FROZEN_CHECK,
@@ -29,6 +34,8 @@ from discrete_kernels.validation import (
 )
 
 from ._target import (
+    EXACT,
+    GRADIENT,
     ONE_HOT_GRADIENT,
     LeafSpec,
     check_model_trace,
@@ -92,6 +99,7 @@ class _DiscreteKernel(MCMCKernel):
 
     _name = "DiscreteKernel"
     _adapt_default = False
+    _supports_auto_exact = True  # exact_sites="auto" may switch sites to exact differences
 
     def __init__(
         self,
@@ -102,7 +110,7 @@ class _DiscreteKernel(MCMCKernel):
         step_size: float | None = 0.5,
         adapt_step_size: bool | None = None,
         target_accept_prob: float = 0.574,
-        exact_sites: Sequence[str] = (),
+        exact_sites: Sequence[str] | str = "auto",
     ) -> None:
         check_kernel_options(
             self._name,
@@ -120,7 +128,7 @@ class _DiscreteKernel(MCMCKernel):
         self._step_size = step_size
         self._adapt_enabled = self._adapt_default if adapt_step_size is None else adapt_step_size
         self._rule = dk.StepSizeAdaptation(target_accept_prob=target_accept_prob)
-        self._exact_sites = tuple(exact_sites)
+        self._auto_exact, self._exact_sites = exact_sites_option(self._name, exact_sites)
         self._initial_params: dict | None = None
         self._reset()
 
@@ -197,6 +205,8 @@ class _DiscreteKernel(MCMCKernel):
                 check_start_value(spec.name, spec.domain, value, tuple(prior.shape))
                 start[spec.name] = value.to(prior.dtype)
             self._check_fixed_supports(model_trace, args, kwargs)
+            if self._auto_exact and self._supports_auto_exact:
+                self._switch_badly_estimated_sites(start)
         self._initial_params = start
         self._state = self._chain_state(start)
         check_initial_log_density(
@@ -214,13 +224,66 @@ class _DiscreteKernel(MCMCKernel):
         # MCMC starts from these very tensors: the cached state is valid for them
         self._returned = {s.name: start[s.name] for s in self._specs}
 
+    def _switch_badly_estimated_sites(self, start: dict) -> None:
+        """``exact_sites="auto"``: at the start and three prior draws, compare each gradient
+        site's first-order local differences with exact ones on a few coordinates; a site
+        whose gradient
+        proposal is badly wrong is switched to exact differences when that costs at most
+        ``AUTO_EXACT_BUDGET`` evaluations per step, and is warned about otherwise."""
+        log_density = self._log_density()
+        local_fn = make_local_fn(log_density, self._specs)
+        points = [start]  # the start and a few fresh prior draws of the block's sites
+        with torch.random.fork_rng(devices=[]):  # leave the user's random stream as it was
+            for _ in range(3):
+                other = trace_model(self.model, self._args, self._kwargs)
+                points.append({s.name: other.nodes[s.name]["value"].detach() for s in self._specs})
+        errors = [(0.0, 0.0)] * len(self._specs)
+        for point in points:
+            leaves = tuple(to_internal(s, torch.as_tensor(point[s.name])) for s in self._specs)
+            f, local = local_fn(leaves)
+            values = {s.name: to_user(s, x) for s, x in zip(self._specs, leaves)}
+            for j, spec in enumerate(self._specs):
+                if spec.mode != GRADIENT:
+                    continue
+                x = leaves[j]
+                chosen = list(range(min(x.numel(), 16)))
+                batch = dk.proposals.substitutions_at(spec.domain, x, chosen)
+                with torch.no_grad():
+                    table = torch.stack([log_density({**values, spec.name: v}) for v in batch])
+                exact = (table.double() - f.double()).reshape(len(chosen), -1).cpu().numpy()
+                error = dk.proposals.first_order_error_at(
+                    spec.domain,
+                    x.cpu().numpy(),
+                    local[j].double().cpu().numpy(),
+                    chosen,
+                    exact,
+                )
+                errors[j] = (max(errors[j][0], error[0]), max(errors[j][1], error[1]))
+        specs = list(self._specs)
+        for j, (spec, error) in enumerate(zip(self._specs, errors)):
+            if not first_order_is_badly_wrong(error):
+                continue
+            evaluations = torch.as_tensor(start[spec.name]).numel() * spec.domain.num_values
+            switch = evaluations <= dk.proposals.AUTO_EXACT_BUDGET
+            warnings.warn(
+                auto_exact_message(self._name, spec.name, error, evaluations, switch),
+                stacklevel=4,
+            )
+            if switch:
+                specs[j] = LeafSpec(spec.name, spec.domain, EXACT)
+        self._specs = tuple(specs)
+
     def _setup_options(self) -> None:
         """Option checks that need the sites (a subclass hook; runs once at setup)."""
 
     def _check_fixed_supports(self, model_trace, args: tuple, kwargs: dict) -> None:
         """Refuse sites whose integer support moves with another site's value (the model is
         traced once per other site and alternative value; setup only)."""
-        base = {s.name: integer_bounds(model_trace.nodes[s.name]) for s in self._specs}
+        base = {  # a boolean support cannot move
+            s.name: integer_bounds(model_trace.nodes[s.name])
+            for s in self._specs
+            if not isinstance(s.domain, dk.Binary)
+        }
         base = {name: bounds for name, bounds in base.items() if bounds is not None}
         if not base:
             return
@@ -388,7 +451,7 @@ class _DLPKernel(_DiscreteKernel):
         adapt_step_size: bool | None = None,
         target_accept_prob: float = 0.574,
         preconditioner: dict | None = None,
-        exact_sites: Sequence[str] = (),
+        exact_sites: Sequence[str] | str = "auto",
     ) -> None:
         if step_size is None:
             raise ValueError(f"{self._name}: step_size must be a positive finite number.")
@@ -483,7 +546,7 @@ class GWG(_DiscreteKernel):
         potential_fn: Callable | None = None,
         domain: Any = None,
         step_size: float | None = None,
-        exact_sites: Sequence[str] = (),
+        exact_sites: Sequence[str] | str = "auto",
     ) -> None:
         super().__init__(
             model,
@@ -532,6 +595,7 @@ class DiscreteGibbs(_DiscreteKernel):
     """
 
     _name = "DiscreteGibbs"
+    _supports_auto_exact = False  # exact conditionals already, no local differences
 
     def __init__(
         self,
@@ -647,7 +711,7 @@ class ACS(_DLPKernel):
         alpha_min: float | None = None,
         beta_schedule: Sequence[float] | None = None,
         tuning: dict | None = None,
-        exact_sites: Sequence[str] = (),
+        exact_sites: Sequence[str] | str = "auto",
     ) -> None:
         super().__init__(
             model,
@@ -746,6 +810,7 @@ class AB(_DiscreteKernel):
     ``step_size`` is ``sigma``, ``balance`` is ``alpha``)."""
 
     _name = "AB"
+    _supports_auto_exact = False  # quadratic proposals need every site's gradient
 
     def __init__(
         self,

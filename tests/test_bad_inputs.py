@@ -332,6 +332,19 @@ def test_gwg_with_an_infinite_gradient_moves_and_reports_honestly():
     assert_mc_close(z[None], exact)
 
 
+def test_pyro_gwg_with_an_infinite_gradient_moves_and_reports_honestly():
+    def potential(values):
+        return -3.0 * torch.sqrt(values["z"].sum())
+
+    kernel = px.GWG(potential_fn=potential, domain=px.Binary())
+    mcmc = _p_run(kernel, 0, 300, initial_params={"z": torch.zeros(5)})
+    z = mcmc.get_samples()["z"].numpy()
+    accepted = px.to_arviz(mcmc).sample_stats["accepted"].values[0]
+    moved = np.any(np.diff(np.concatenate([np.zeros((1, 5)), z]), axis=0) != 0, axis=1)
+    assert moved.sum() > 30
+    np.testing.assert_array_equal(accepted, moved)
+
+
 def test_gwg_on_large_offset_ordinal_values_in_float32():
     # DiscreteUniform(1e8, 1e8 + 4): candidate values collapse in float32 unless distances
     # are taken between offsets from the lower bound
