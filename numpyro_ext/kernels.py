@@ -333,43 +333,64 @@ class _DiscreteKernel(MCMCKernel):
         local_fn = make_local_fn(log_density, self._specs)
         names = [s.name for s in self._specs]
         model = conditioned(self._model)
-        try:  # the start and three fresh prior draws of the block's sites, traced once
-            draws = jax.vmap(
-                lambda key: tuple(
-                    prototype_trace(model, key, model_args, model_kwargs)[n]["value"] for n in names
+        gradient_sites = [j for j, s in enumerate(self._specs) if s.mode == GRADIENT]
+        chosen = {j: list(range(min(leaves[j].size, 16))) for j in gradient_sites}
+        if not gradient_sites:
+            return
+
+        def tables_at(points):
+            """Exact log densities at the substitutions of the chosen coordinates of every
+            gradient site, all points and sites in one batch: ``{j: (points, k_j * S_j)}``."""
+            batches = []
+            for j in gradient_sites:
+                domain = self._specs[j].domain
+                batch = jax.vmap(
+                    lambda x, d=domain, j=j: dk.proposals.substitutions_at(d, x, chosen[j])
+                )(points[j])
+                size = batch.shape[1]
+                full = tuple(  # (points, size, ...) for every leaf, site j substituted
+                    batch
+                    if k == j
+                    else jnp.broadcast_to(y[:, None], (y.shape[0], size) + y.shape[1:])
+                    for k, y in enumerate(points)
                 )
-            )(random.split(random.key(1000), 3))
-            points = tuple(
-                jnp.concatenate([x[None].astype(d.dtype), d]) for x, d in zip(leaves, draws)
+                batches.append(tuple(jnp.reshape(y, (-1,) + y.shape[2:]) for y in full))
+            merged = tuple(jnp.concatenate(parts) for parts in zip(*batches))
+            values = jax.vmap(log_density)(merged)
+            out, start = {}, 0
+            for j in gradient_sites:
+                size = len(chosen[j]) * self._specs[j].domain.num_values
+                count = points[0].shape[0] * size
+                out[j] = jnp.reshape(values[start : start + count], (points[0].shape[0], size))
+                start += count
+            return out
+
+        # the start and three fresh prior draws of the block's sites; evaluated eagerly, so
+        # JAX's per-operation cache makes the check cheap after a model's first kernel
+        rows = [leaves]
+        for key in random.split(random.key(1000), 3):
+            draw = prototype_trace(model, key, model_args, model_kwargs)
+            rows.append(
+                tuple(jnp.asarray(draw[n]["value"], x.dtype) for n, x in zip(names, leaves))
             )
-            f, local = jax.vmap(local_fn)(points)
-        except Exception:  # a model that cannot be traced under vmap: the start alone
-            points = tuple(x[None] for x in leaves)
-            try:
-                f, local = jax.vmap(local_fn)(points)
-            except TypeError:
-                return  # no gradient at all: _initial_state explains it
+        try:
+            evaluated = [local_fn(row) for row in rows]
+        except TypeError:
+            return  # no gradient at all: _initial_state explains it
+        points = tuple(jnp.stack(parts) for parts in zip(*rows))
+        f = jnp.stack([e[0] for e in evaluated])
+        local = tuple(jnp.stack(parts) for parts in zip(*[e[1] for e in evaluated]))
+        tables = jax.jit(tables_at)(points)
         errors = [(0.0, 0.0)] * len(self._specs)
-        for j, spec in enumerate(self._specs):
-            if spec.mode != GRADIENT:
-                continue
-            chosen = list(range(min(leaves[j].size, 16)))
-
-            def table_at(point, j=j, chosen=chosen, spec=spec):
-                batch = dk.proposals.substitutions_at(spec.domain, point[j], chosen)
-                return jax.vmap(
-                    lambda v: log_density(tuple(v if k == j else y for k, y in enumerate(point)))
-                )(batch)
-
-            tables = np.asarray(jax.vmap(table_at)(points), np.float64)
-            for p in range(tables.shape[0]):
-                exact = tables[p].reshape(len(chosen), -1) - float(f[p])
+        for j in gradient_sites:
+            values = np.asarray(tables[j], np.float64)
+            for p in range(values.shape[0]):
                 error = dk.proposals.first_order_error_at(
-                    spec.domain,
+                    self._specs[j].domain,
                     np.asarray(points[j][p]),
                     np.asarray(local[j][p], np.float64),
-                    chosen,
-                    exact,
+                    chosen[j],
+                    values[p].reshape(len(chosen[j]), -1) - float(f[p]),
                 )
                 errors[j] = (max(errors[j][0], error[0]), max(errors[j][1], error[1]))
         specs = list(self._specs)

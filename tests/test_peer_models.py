@@ -281,4 +281,3 @@ POWER_CASES = {
 def test_the_checks_fail_with_the_gradient_forced(case):
     run, exact = POWER_CASES[case]
     assert _fails(assert_mc_close, _quietly(run, []), exact())
-
