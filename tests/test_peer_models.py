@@ -117,7 +117,7 @@ def _numpyro_bernoulli(exact_sites):
     data = jnp.asarray(BERN_DATA, dtype=jnp.float32)
     dmala = nx.DMALA(n_bernoulli_model, exact_sites=exact_sites)
     kernel = NGibbs([(dmala, discrete_latent_sites), (NNUTS(n_bernoulli_model), None)])
-    mcmc = NMCMC(kernel, num_warmup=300, num_samples=1500, progress_bar=False)
+    mcmc = NMCMC(kernel, num_warmup=200, num_samples=1000, progress_bar=False)
     start = {"y": jnp.asarray(1), "z": jnp.asarray(np.arange(30) % 2), "nuisance": jnp.asarray(0)}
     mcmc.run(jax.random.key(1), data, init_params=start)
     s = mcmc.get_samples(group_by_chain=True)
@@ -232,8 +232,8 @@ def spike_slab_exact():
 def _numpyro_spike_slab(exact_sites):
     mcmc = NMCMC(
         nx.DMALA(n_spike_slab, exact_sites=exact_sites),
-        num_warmup=300,
-        num_samples=2000,
+        num_warmup=200,
+        num_samples=1200,
         num_chains=2,
         chain_method="vectorized",
         progress_bar=False,
