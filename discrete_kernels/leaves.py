@@ -7,6 +7,7 @@ the same for both and lives here.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,10 +15,11 @@ from typing import Any
 import numpy as np
 
 from .domains import MAX_NUM_VALUES, Domain, Ordinal
-from .proposals import FIRST_ORDER_NATS_LIMIT, FIRST_ORDER_TV_LIMIT
+from .proposals import AUTO_EXACT_BUDGET, FIRST_ORDER_NATS_LIMIT, FIRST_ORDER_TV_LIMIT
 
 __all__ = [
     "EXACT",
+    "PRIOR_DRAWS",
     "GRADIENT",
     "ONE_HOT_GRADIENT",
     "LeafSpec",
@@ -26,9 +28,14 @@ __all__ = [
     "check_leaf_size",
     "exact_sites_option",
     "first_order_is_badly_wrong",
+    "switch_badly_estimated_sites",
     "ordinal_from_bounds",
     "unsupported_site_error",
 ]
+
+PRIOR_DRAWS = 1
+"""Prior draws of a block's sites at which ``exact_sites="auto"`` checks the gradient, besides
+the start (each costs one gradient and ``16 S`` log densities per site, at setup)."""
 
 # How a leaf's local information is computed:
 GRADIENT = "gradient"  # d f / d value of the relaxed f; local has the leaf's shape
@@ -100,7 +107,7 @@ def auto_exact_message(
     found = (
         f"{owner}: for site {name!r} the gradient's local differences are far from the exact "
         f"ones (median error {nats:.3g} nats per change; total variation {tv:.2f} between the "
-        "proposals they imply; checked at the start and three prior draws)"
+        "proposals they imply; checked at the start and a prior draw)"
     )
     if switched:
         return (
@@ -112,6 +119,41 @@ def auto_exact_message(
         f"per step, so the gradient is kept; the chain may mix slowly or freeze. Pass "
         f"exact_sites=[{name!r}] to evaluate them exactly anyway."
     )
+
+
+def switch_badly_estimated_sites(
+    owner: str,
+    specs: Sequence[LeafSpec],
+    errors_by_point: Sequence[Sequence[tuple[float, float] | None]],
+    sizes: Sequence[int],
+) -> tuple[LeafSpec, ...]:
+    """``exact_sites="auto"``: the leaf specs with badly estimated gradient sites switched to
+    exact differences, warning about each such site.
+
+    Parameters
+    ----------
+    owner : the kernel's name, for the warnings
+    specs : the leaves' specs
+    errors_by_point : per checked point, per leaf, ``(total_variation, median_error)`` from
+        :func:`discrete_kernels.proposals.first_order_error_at` (None for non-gradient leaves)
+    sizes : per leaf, its number of coordinates
+    """
+    out = list(specs)
+    for j, spec in enumerate(specs):
+        found = [point[j] for point in errors_by_point if point[j] is not None]
+        if spec.mode != GRADIENT or not found:
+            continue
+        worst = (max(e[0] for e in found), max(e[1] for e in found))
+        if not first_order_is_badly_wrong(worst):
+            continue
+        evaluations = int(sizes[j]) * spec.domain.num_values
+        switch = evaluations <= AUTO_EXACT_BUDGET
+        warnings.warn(
+            auto_exact_message(owner, spec.name, worst, evaluations, switch), stacklevel=5
+        )
+        if switch:
+            out[j] = LeafSpec(spec.name, spec.domain, EXACT)
+    return tuple(out)
 
 
 def unsupported_site_error(name: str, fn: Any, supported: str) -> ValueError:

@@ -26,10 +26,10 @@ from numpyro.util import identity, is_prng_key
 
 import discrete_kernels as dk
 from discrete_kernels.leaves import (
-    auto_exact_message,
+    PRIOR_DRAWS,
     check_leaf_size,
     exact_sites_option,
-    first_order_is_badly_wrong,
+    switch_badly_estimated_sites,
 )
 from discrete_kernels.options import check_kernel_options
 from discrete_kernels.validation import (
@@ -43,7 +43,6 @@ from discrete_kernels.validation import (
 )
 
 from ._target import (
-    EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
     LeafSpec,
@@ -322,7 +321,7 @@ class _DiscreteKernel(MCMCKernel):
             self._switch_badly_estimated_sites(model_trace, model_args, model_kwargs)
 
     def _switch_badly_estimated_sites(self, model_trace: dict, model_args, model_kwargs) -> None:
-        """``exact_sites="auto"``: at the start and three prior draws, compare each gradient
+        """``exact_sites="auto"``: at the start and a prior draw, compare each gradient
         site's first-order local differences with exact ones on a few coordinates; a site whose
         gradient proposal is badly wrong is switched to exact differences when that costs at
         most ``AUTO_EXACT_BUDGET`` evaluations per step, and is warned about otherwise."""
@@ -365,10 +364,10 @@ class _DiscreteKernel(MCMCKernel):
                 start += count
             return out
 
-        # the start and three fresh prior draws of the block's sites; evaluated eagerly, so
+        # the start and a fresh prior draw of the block's sites; evaluated eagerly, so
         # JAX's per-operation cache makes the check cheap after a model's first kernel
         rows = [leaves]
-        for key in random.split(random.key(1000), 3):
+        for key in random.split(random.key(1000), PRIOR_DRAWS):
             draw = prototype_trace(model, key, model_args, model_kwargs)
             rows.append(
                 tuple(jnp.asarray(draw[n]["value"], x.dtype) for n, x in zip(names, leaves))
@@ -381,31 +380,20 @@ class _DiscreteKernel(MCMCKernel):
         f = jnp.stack([e[0] for e in evaluated])
         local = tuple(jnp.stack(parts) for parts in zip(*[e[1] for e in evaluated]))
         tables = jax.jit(tables_at)(points)
-        errors = [(0.0, 0.0)] * len(self._specs)
-        for j in gradient_sites:
-            values = np.asarray(tables[j], np.float64)
-            for p in range(values.shape[0]):
-                error = dk.proposals.first_order_error_at(
+        errors_by_point = []
+        for p in range(f.shape[0]):
+            errors = [None] * len(self._specs)
+            for j in gradient_sites:
+                errors[j] = dk.proposals.first_order_error_at(
                     self._specs[j].domain,
                     np.asarray(points[j][p]),
                     np.asarray(local[j][p], np.float64),
                     chosen[j],
-                    values[p].reshape(len(chosen[j]), -1) - float(f[p]),
+                    np.asarray(tables[j][p], np.float64).reshape(len(chosen[j]), -1) - float(f[p]),
                 )
-                errors[j] = (max(errors[j][0], error[0]), max(errors[j][1], error[1]))
-        specs = list(self._specs)
-        for j, (spec, error) in enumerate(zip(self._specs, errors)):
-            if not first_order_is_badly_wrong(error):
-                continue
-            evaluations = int(np.prod(self._site_shapes[spec.name])) * spec.domain.num_values
-            switch = evaluations <= dk.proposals.AUTO_EXACT_BUDGET
-            warnings.warn(
-                auto_exact_message(self._name, spec.name, error, evaluations, switch),
-                stacklevel=4,
-            )
-            if switch:
-                specs[j] = LeafSpec(spec.name, spec.domain, EXACT)
-        self._specs = tuple(specs)
+            errors_by_point.append(errors)
+        sizes = [int(np.prod(self._site_shapes[s.name])) for s in self._specs]
+        self._specs = switch_badly_estimated_sites(self._name, self._specs, errors_by_point, sizes)
 
     def _setup_options(self) -> None:
         """Option checks that need the sites (a subclass hook; runs once, outside jit)."""

@@ -16,10 +16,10 @@ from pyro.poutine.util import site_is_subsample
 
 import discrete_kernels as dk
 from discrete_kernels.leaves import (
-    auto_exact_message,
+    PRIOR_DRAWS,
     check_leaf_size,
     exact_sites_option,
-    first_order_is_badly_wrong,
+    switch_badly_estimated_sites,
 )
 from discrete_kernels.options import check_kernel_options
 from discrete_kernels.validation import (
@@ -34,7 +34,6 @@ from discrete_kernels.validation import (
 )
 
 from ._target import (
-    EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
     LeafSpec,
@@ -225,23 +224,24 @@ class _DiscreteKernel(MCMCKernel):
         self._returned = {s.name: start[s.name] for s in self._specs}
 
     def _switch_badly_estimated_sites(self, start: dict) -> None:
-        """``exact_sites="auto"``: at the start and three prior draws, compare each gradient
+        """``exact_sites="auto"``: at the start and a prior draw, compare each gradient
         site's first-order local differences with exact ones on a few coordinates; a site
         whose gradient
         proposal is badly wrong is switched to exact differences when that costs at most
         ``AUTO_EXACT_BUDGET`` evaluations per step, and is warned about otherwise."""
         log_density = self._log_density()
         local_fn = make_local_fn(log_density, self._specs)
-        points = [start]  # the start and a few fresh prior draws of the block's sites
+        points = [start]  # the start and fresh prior draws of the block's sites
         with torch.random.fork_rng(devices=[]):  # leave the user's random stream as it was
-            for _ in range(3):
+            for _ in range(PRIOR_DRAWS):
                 other = trace_model(self.model, self._args, self._kwargs)
                 points.append({s.name: other.nodes[s.name]["value"].detach() for s in self._specs})
-        errors = [(0.0, 0.0)] * len(self._specs)
+        errors_by_point = []
         for point in points:
             leaves = tuple(to_internal(s, torch.as_tensor(point[s.name])) for s in self._specs)
             f, local = local_fn(leaves)
             values = {s.name: to_user(s, x) for s, x in zip(self._specs, leaves)}
+            errors = [None] * len(self._specs)
             for j, spec in enumerate(self._specs):
                 if spec.mode != GRADIENT:
                     continue
@@ -250,28 +250,16 @@ class _DiscreteKernel(MCMCKernel):
                 batch = dk.proposals.substitutions_at(spec.domain, x, chosen)
                 with torch.no_grad():
                     table = torch.stack([log_density({**values, spec.name: v}) for v in batch])
-                exact = (table.double() - f.double()).reshape(len(chosen), -1).cpu().numpy()
-                error = dk.proposals.first_order_error_at(
+                errors[j] = dk.proposals.first_order_error_at(
                     spec.domain,
                     x.cpu().numpy(),
                     local[j].double().cpu().numpy(),
                     chosen,
-                    exact,
+                    (table.double() - f.double()).reshape(len(chosen), -1).cpu().numpy(),
                 )
-                errors[j] = (max(errors[j][0], error[0]), max(errors[j][1], error[1]))
-        specs = list(self._specs)
-        for j, (spec, error) in enumerate(zip(self._specs, errors)):
-            if not first_order_is_badly_wrong(error):
-                continue
-            evaluations = torch.as_tensor(start[spec.name]).numel() * spec.domain.num_values
-            switch = evaluations <= dk.proposals.AUTO_EXACT_BUDGET
-            warnings.warn(
-                auto_exact_message(self._name, spec.name, error, evaluations, switch),
-                stacklevel=4,
-            )
-            if switch:
-                specs[j] = LeafSpec(spec.name, spec.domain, EXACT)
-        self._specs = tuple(specs)
+            errors_by_point.append(errors)
+        sizes = [torch.as_tensor(start[s.name]).numel() for s in self._specs]
+        self._specs = switch_badly_estimated_sites(self._name, self._specs, errors_by_point, sizes)
 
     def _setup_options(self) -> None:
         """Option checks that need the sites (a subclass hook; runs once at setup)."""

@@ -2,6 +2,9 @@
 posteriors: the cases where the first-order estimate of a site is badly wrong and the chain
 used to freeze or stick without a word (issue 10).
 
+The default run keeps one PPL per case (Pyro's Bernoulli-latent model, NumPyro's change point,
+Pyro's spike-and-slab); the other PPL's runs and the power runs are marked ``slow``.
+
 Each check is a z-test on chain-pooled means with ESS-based standard errors
 (``assert_mc_close``). Its power is shown on the defect itself by the ``slow`` tests below: the
 same run with the gradient forced (``exact_sites=[]``, the behaviour before
@@ -124,7 +127,11 @@ def _numpyro_bernoulli(exact_sites):
     return _bernoulli_features(np.asarray(s["y"]), np.asarray(s["z"]), np.asarray(s["nuisance"]))
 
 
-@pytest.mark.parametrize("run", [_pyro_bernoulli, _numpyro_bernoulli], ids=["pyro", "numpyro"])
+@pytest.mark.parametrize(
+    "run",
+    [_pyro_bernoulli, pytest.param(_numpyro_bernoulli, marks=pytest.mark.slow)],
+    ids=["pyro", "numpyro"],
+)
 def test_bernoulli_latent_model_in_gibbs_with_nuts(run):
     expected = bernoulli_exact()
     with pytest.warns(UserWarning, match="site 'y'.*Sampling 'y' with exact differences"):
@@ -255,7 +262,9 @@ def _pyro_spike_slab(exact_sites):
 
 
 @pytest.mark.parametrize(
-    "run", [_numpyro_spike_slab, _pyro_spike_slab], ids=["numpyro-dmala", "pyro-gwg"]
+    "run",
+    [pytest.param(_numpyro_spike_slab, marks=pytest.mark.slow), _pyro_spike_slab],
+    ids=["numpyro-dmala", "pyro-gwg"],
 )
 def test_spike_and_slab_with_coefficients_integrated_out(run):
     expected = spike_slab_exact()
