@@ -219,7 +219,7 @@ def time_per_step(name: str, num_steps: int, seed: int) -> tuple[float, float]:
         if name == "DMALA":
             kernel = nx.DMALA(model, step_size=0.2, adapt_step_size=False)
         else:
-            kernel = nx.AB(model, variant="1st", step_size=0.2, alpha=0.6, adapt=False)
+            kernel = nx.AB(model, variant="1st", step_size=0.2, balance=0.6, adapt=False)
         mcmc = MCMC(kernel, num_warmup=0, num_samples=steps, thinning=10, progress_bar=False)
         start = time.perf_counter()
         mcmc.run(jax.random.key(seed))

@@ -2,10 +2,12 @@
 
 Every function acts on arrays of any array-API library (numpy, jax.numpy under ``jit`` and
 ``vmap``, torch) and never imports a framework. Randomness and gradients come in as arrays or
-callables supplied by the adapters (:mod:`numpyro_ext`, :mod:`pyro_ext`).
+callables supplied by the adapters (:mod:`numpyro_ext`, :mod:`pyro_ext`). Each sampler's spec
+(:mod:`discrete_kernels.samplers`) and constructor (:mod:`discrete_kernels.constructors`) are
+what the adapters' one driver each runs.
 """
 
-from . import ab
+from . import ab, constructors, samplers
 from .ab import (
     AB_VARIANTS,
     ABConfig,
@@ -70,6 +72,8 @@ __all__ = [
     "QuadraticProposal",
     "QuadraticStats",
     "ab",
+    "constructors",
+    "samplers",
     "ab_step",
     "mh_finish",
     "ACSConfig",

@@ -1,28 +1,30 @@
 """Any-scale balanced (AB) samplers (Sun, Dai, Sutton, Schuurmans and Dai, ICLR 2023).
 
-The proposal weights ``(pi(y) / pi(x))^alpha`` with a heat kernel of scale ``sigma``:
+The proposal weights ``(pi(y) / pi(x))^balance`` with a heat kernel of scale ``sigma`` (the
+paper's ``alpha`` is called ``balance`` here, as in every sampler of this library, and its
+``sigma`` is the kernels' ``step_size``):
 
-- **AB-1st** approximates ``f(y) - f(x)`` to first order, which is the DLP proposal with balance
-  ``alpha`` and step size ``sigma`` (:func:`discrete_kernels.dlp_step`).
+- **AB-1st** approximates ``f(y) - f(x)`` to first order, which is the DLP proposal with this
+  balance and step size ``sigma`` (:func:`discrete_kernels.dlp_step`).
 - **Quadratic AB** adds ``(y - x)^T W (y - x) / 2`` with one symmetric ``W`` fitted to burn-in
   pairs ``(y - x, grad f(y) - grad f(x))`` (:func:`fit_coupling`). The resulting pairwise
   proposal is sampled with the Gaussian integral trick: for a diagonal ``D`` with
   ``M = W + D`` positive semi-definite and ``S = M^{1/2}``, an auxiliary
-  ``u = sqrt(alpha) S x + xi``, ``xi ~ N(0, I)``, makes ``y | x, u`` factorise:
+  ``u = sqrt(balance) S x + xi``, ``xi ~ N(0, I)``, makes ``y | x, u`` factorise:
 
-  ``log q(y_i | x, u) = delta_i (alpha g_i + sqrt(alpha) (S xi)_i)
-  - delta_i^2 (alpha D_i + 1/sigma) / 2 + const``, with ``delta = y - x``.
+  ``log q(y_i | x, u) = delta_i (balance g_i + sqrt(balance) (S xi)_i)
+  - delta_i^2 (balance D_i + 1/sigma) / 2 + const``, with ``delta = y - x``.
 
-  (Derivation: the joint ``Q(y, u | x) ∝ exp(alpha delta^T g - alpha delta^T D delta / 2
-  - |delta|^2 / (2 sigma) + sqrt(alpha) u^T S y - |u|^2 / 2)`` has the paper's Eq. 11 as its
+  (Derivation: the joint ``Q(y, u | x) ∝ exp(balance delta^T g - balance delta^T D delta / 2
+  - |delta|^2 / (2 sigma) + sqrt(balance) u^T S y - |u|^2 / 2)`` has the paper's Eq. 11 as its
   ``y``-marginal up to the ``x``-dependent factor that ``u`` absorbs.) The chain is MH on the
-  extended space ``pi(x) N(u; sqrt(alpha) S x, I)`` with ``u`` kept fixed and then refreshed,
+  extended space ``pi(x) N(u; sqrt(balance) S x, I)`` with ``u`` kept fixed and then refreshed,
   so ``log A = f(y) - f(x) + log q(x | y, u) - log q(y | x, u) + |xi|^2/2 - |xi'|^2/2`` with
-  ``xi' = u - sqrt(alpha) S y = xi - sqrt(alpha) S (y - x)``.
+  ``xi' = u - sqrt(balance) S y = xi - sqrt(balance) S (y - x)``.
 
 ``D`` comes from :func:`diagonal_shift` (``lambda I``), :func:`diagonal_min_trace` (the SDP
 ``min tr D`` subject to ``W + D ⪰ 0``, ``D ⪰ 0``, by its dual) or
-:func:`diagonal_min_max_eigenvalue`. ``(sigma, alpha)`` adapt by coordinate ascent on the mean
+:func:`diagonal_min_max_eigenvalue`. ``(sigma, balance)`` adapt by coordinate ascent on the mean
 jump distance (App. A.2): :class:`ABTunerState`.
 
 Quadratic variants need numeric leaves (binary, ordinal) with gradients; categorical leaves
@@ -82,7 +84,7 @@ Loop = Callable[[int, Callable[[Any], Any], Any], Any]
 
 
 def balanced_exponent(r: Array | float) -> Array | float:
-    """``alpha(r) = (r - 2 + sqrt(r^2 + 4)) / (2 r)``, ``r = sigma / sigma_0``: the exponent that
+    """``balance(r) = (r - 2 + sqrt(r^2 + 4)) / (2 r)``, ``r = sigma / sigma_0``: the exponent that
     balances a heat kernel of scale ``sigma`` on a Gaussian of variance ``sigma_0`` (Eq. 6);
     1/2 as ``r -> 0`` and 1 as ``r -> inf``."""
     return (r - 2 + (r * r + 4) ** 0.5) / (2 * r)
@@ -111,7 +113,7 @@ def split_flat(v: Array, shapes: Sequence[tuple[int, ...]]) -> list[Array]:
 
 def jump_distance(domains: Sequence[Domain], xs: Sequence[Array], ys: Sequence[Array]) -> Array:
     """``sum |y - x|`` over numeric leaves plus the number of changed categorical
-    coordinates (scalar): the jump distance the (sigma, alpha) tuner maximises."""
+    coordinates (scalar): the jump distance the (sigma, balance) tuner maximises."""
     xp = array_namespace(xs[0])
     total = None
     for d, x, y in zip(domains, xs, ys):
@@ -331,7 +333,7 @@ def ab_quadratic_logits(
     root_noise: Array,
     quadratic: QuadraticProposal,
     sigma: Array | float,
-    alpha: Array | float,
+    balance: Array | float,
 ) -> list[Array]:
     """Per-leaf logits of ``y | x, u`` (see the module docstring).
 
@@ -341,31 +343,31 @@ def ab_quadratic_logits(
     root_noise : array, shape (d,)
         ``S xi`` for the auxiliary noise ``xi`` of this side of the move.
     quadratic : QuadraticProposal
-    sigma, alpha : scalars
+    sigma, balance : scalars
 
     Returns
     -------
     list of arrays, as :func:`discrete_kernels.dlp_leaf_logits` (balance 1, the linear term
-    ``alpha g + sqrt(alpha) S xi``, per-coordinate step ``sigma / (1 + alpha sigma D)``).
+    ``balance g + sqrt(balance) S xi``, per-coordinate step ``sigma / (1 + balance sigma D)``).
     """
     xp = array_namespace(root_noise)
     shapes = [x.shape for x in xs]
-    sqrt_alpha = alpha**0.5
-    noise = split_flat(sqrt_alpha * root_noise, shapes)
-    shrink = split_flat(1.0 / (1.0 + alpha * sigma * quadratic.diag), shapes)
+    sqrt_balance = balance**0.5
+    noise = split_flat(sqrt_balance * root_noise, shapes)
+    shrink = split_flat(1.0 / (1.0 + balance * sigma * quadratic.diag), shapes)
     out = []
     for d, x, g, n, p in zip(domains, xs, grads, noise, shrink):
-        linear = alpha * g + xp.astype(n, g.dtype)
+        linear = balance * g + xp.astype(n, g.dtype)
         out.append(dlp_leaf_logits(d, x, linear, False, sigma, 1.0, xp.astype(p, g.dtype)))
     return out
 
 
 def ab_reverse_noise(
-    xi: Array, xs: Sequence[Array], ys: Sequence[Array], quadratic: QuadraticProposal, alpha
+    xi: Array, xs: Sequence[Array], ys: Sequence[Array], quadratic: QuadraticProposal, balance
 ) -> Array:
-    """``xi' = xi - sqrt(alpha) S (y - x)``: the auxiliary noise seen from ``y``, shape (d,)."""
+    """``xi' = xi - sqrt(balance) S (y - x)``: the auxiliary noise seen from ``y``, shape (d,)."""
     dx = flatten_leaves(ys, xi) - flatten_leaves(xs, xi)
-    return xi - alpha**0.5 * (quadratic.root @ dx)
+    return xi - balance**0.5 * (quadratic.root @ dx)
 
 
 def ab_quadratic_propose(
@@ -377,7 +379,7 @@ def ab_quadratic_propose(
     domains: Sequence[Domain],
     quadratic: QuadraticProposal,
     sigma: Array | float,
-    alpha: Array | float,
+    balance: Array | float,
 ) -> tuple[ChainState, Array, Array]:
     """Draw a quadratic AB proposal: ``(proposal, log Q(u, y | x), log Q(u, x | y))``.
 
@@ -386,7 +388,7 @@ def ab_quadratic_propose(
     """
     xp = array_namespace(normals)
     forward = ab_quadratic_logits(
-        domains, state.x, state.local, quadratic.root @ normals, quadratic, sigma, alpha
+        domains, state.x, state.local, quadratic.root @ normals, quadratic, sigma, balance
     )
     ys = tuple(
         dlp_leaf_sample(d, x, lg, u)
@@ -397,9 +399,9 @@ def ab_quadratic_propose(
     )
     f_y, local_y = local_fn(ys)
     proposal = ChainState(ys, f_y, tuple(local_y))
-    xi_reverse = ab_reverse_noise(normals, state.x, ys, quadratic, alpha)
+    xi_reverse = ab_reverse_noise(normals, state.x, ys, quadratic, balance)
     reverse = ab_quadratic_logits(
-        domains, ys, proposal.local, quadratic.root @ xi_reverse, quadratic, sigma, alpha
+        domains, ys, proposal.local, quadratic.root @ xi_reverse, quadratic, sigma, balance
     )
     log_q_reverse = sum(
         dlp_leaf_log_prob(d, y, x, lg) for d, x, y, lg in zip(domains, state.x, ys, reverse)
@@ -435,7 +437,7 @@ def ab_step(
     domains: Sequence[Domain],
     is_table: Sequence[bool],
     sigma: Array | float,
-    alpha: Array | float,
+    balance: Array | float,
     quadratic: QuadraticProposal | None = None,
 ) -> tuple[ChainState, ABStepInfo]:
     """One AB transition, MH corrected: AB-1st when ``quadratic`` is None, otherwise the
@@ -453,7 +455,7 @@ def ab_step(
             domains=domains,
             is_table=is_table,
             step_size=sigma,
-            balance=alpha,
+            balance=balance,
         )
     else:
         if any(is_table) or any(isinstance(d, Categorical) for d in domains):
@@ -469,7 +471,7 @@ def ab_step(
             domains=domains,
             quadratic=quadratic,
             sigma=sigma,
-            alpha=alpha,
+            balance=balance,
         )
     new, info = mh_finish(state, proposal, log_q_forward, log_q_reverse, accept_uniform, True)
     like = proposal.log_density
@@ -490,7 +492,7 @@ def ab_step(
 
 
 # --------------------------------------------------------------------------------------------
-# adaptive (sigma, alpha): coordinate ascent on the jump distance (App. A.2, Alg. 3-4)
+# adaptive (sigma, balance): coordinate ascent on the jump distance (App. A.2, Alg. 3-4)
 
 
 class ABConfig(NamedTuple):
@@ -506,30 +508,30 @@ class ABConfig(NamedTuple):
 
     variant: str = "1st"
     sigma: float = 0.1
-    alpha: float = 0.5
+    balance: float = 0.5
     rate: float = 0.2
     decay: float = 0.9
     block_size: int | None = 100
-    alpha_bounds: tuple[float, float] = (0.5, 1.0)  # the balanced range of Eq. 6
+    balance_bounds: tuple[float, float] = (0.5, 1.0)  # the balanced range of Eq. 6
     burn_in: int | None = None
     max_doublings: int = 3
     restart_sigma_factor: float = 100.0
 
 
 class ABTunerState(NamedTuple):
-    """State of the (sigma, alpha) search; all scalar arrays.
+    """State of the (sigma, balance) search; all scalar arrays.
 
-    - **sigma**, **alpha** - current values; **rate** - ``gamma``.
-    - **coordinate** - 0 while tuning sigma, 1 while tuning alpha.
+    - **sigma**, **balance** - current values; **rate** - ``gamma``.
+    - **coordinate** - 0 while tuning sigma, 1 while tuning balance.
     - **probe** - 0, 1, 2 for ``theta``, ``theta`` scaled up, ``theta`` scaled down.
     - **count** - steps taken in this probe's block.
     - **jump_base**, **jump_plus**, **jump_minus** - summed expected jumps of the three probes.
-    - **round_sigma**, **round_alpha** - values at the start of the round (to decay ``gamma``).
-    - **sigma_streak**, **alpha_streak** - signed count of consecutive wins in one direction.
+    - **round_sigma**, **round_balance** - values at the start of the round (to decay ``gamma``).
+    - **sigma_streak**, **balance_streak** - signed count of consecutive wins in one direction.
     """
 
     sigma: Array
-    alpha: Array
+    balance: Array
     rate: Array
     coordinate: Array
     probe: Array
@@ -538,15 +540,15 @@ class ABTunerState(NamedTuple):
     jump_plus: Array
     jump_minus: Array
     round_sigma: Array
-    round_alpha: Array
+    round_balance: Array
     sigma_streak: Array
-    alpha_streak: Array
+    balance_streak: Array
 
 
 def ab_options(
     variant: str,
     sigma: Any,
-    alpha: Any,
+    balance: Any,
     rate: Any,
     decay: Any,
     block_size: Any,
@@ -558,7 +560,7 @@ def ab_options(
     if variant not in AB_VARIANTS:
         raise ValueError(f"{name}: variant must be one of {AB_VARIANTS}, got {variant!r}.")
     sigma = check_number(name, "step_size (sigma)", sigma)
-    alpha = check_number(name, "alpha", alpha, high=1.0, high_inclusive=True)
+    balance = check_number(name, "balance", balance, high=1.0, high_inclusive=True)
     rate = check_number(name, "rate", rate, high=1.0)
     decay = check_number(name, "decay", decay, high=1.0, high_inclusive=True)
     if block_size is not None:
@@ -571,7 +573,7 @@ def ab_options(
     return ABConfig(
         variant=variant,
         sigma=float(sigma),
-        alpha=float(alpha),
+        balance=float(balance),
         rate=float(rate),
         decay=float(decay),
         block_size=block_size,
@@ -581,13 +583,13 @@ def ab_options(
 
 
 def ab_tuner_init(config: ABConfig, like: Array) -> ABTunerState:
-    """Tuner at ``(sigma, alpha)`` of ``config``; dtype of ``like``."""
+    """Tuner at ``(sigma, balance)`` of ``config``; dtype of ``like``."""
     xp = array_namespace(like)
     scalar = lambda v: xp.asarray(v, dtype=like.dtype)  # noqa: E731
     zero = scalar(0.0)
     return ABTunerState(
         sigma=scalar(config.sigma),
-        alpha=scalar(config.alpha),
+        balance=scalar(config.balance),
         rate=scalar(config.rate),
         coordinate=xp.asarray(0),
         probe=xp.asarray(0),
@@ -596,9 +598,9 @@ def ab_tuner_init(config: ABConfig, like: Array) -> ABTunerState:
         jump_plus=zero,
         jump_minus=zero,
         round_sigma=scalar(config.sigma),
-        round_alpha=scalar(config.alpha),
+        round_balance=scalar(config.balance),
         sigma_streak=xp.asarray(0),
-        alpha_streak=xp.asarray(0),
+        balance_streak=xp.asarray(0),
     )
 
 
@@ -606,7 +608,7 @@ def _probe_factors(state: ABTunerState, config: ABConfig) -> tuple[Array, Array]
     """Up and down factors of the coordinate being tuned: ``(1 + gamma)^e`` and
     ``(1 - gamma)^e`` with ``e = 2^k`` after ``k`` consecutive wins that way (else 1)."""
     xp = array_namespace(state.rate)
-    streak = xp.where(state.coordinate == 0, state.sigma_streak, state.alpha_streak)
+    streak = xp.where(state.coordinate == 0, state.sigma_streak, state.balance_streak)
     cap = config.max_doublings
     up_power = xp.where(
         streak > 0, 2.0 ** xp.astype(xp.minimum(streak, cap), state.rate.dtype), 1.0
@@ -624,23 +626,23 @@ def _probe_factor(state: ABTunerState, config: ABConfig) -> Array:
     return xp.where(state.probe == 1, up, xp.where(state.probe == 2, down, xp.ones_like(up)))
 
 
-def _clip_alpha(alpha: Array, config: ABConfig) -> Array:
-    xp = array_namespace(alpha)
-    low, high = config.alpha_bounds
-    return xp.clip(alpha, low, high)
+def _clip_balance(balance: Array, config: ABConfig) -> Array:
+    xp = array_namespace(balance)
+    low, high = config.balance_bounds
+    return xp.clip(balance, low, high)
 
 
 def ab_tuner_parameters(
     state: ABTunerState, config: ABConfig, tuning: Array | bool = True
 ) -> tuple[Array, Array]:
-    """``(sigma, alpha)`` of the next step: the probe's values while ``tuning``, otherwise
+    """``(sigma, balance)`` of the next step: the probe's values while ``tuning``, otherwise
     the current best."""
     xp = array_namespace(state.sigma)
     factor = xp.where(xp.asarray(tuning), _probe_factor(state, config), xp.ones_like(state.rate))
     on_sigma = state.coordinate == 0
     sigma = xp.where(on_sigma, state.sigma * factor, state.sigma)
-    alpha = xp.where(on_sigma, state.alpha, _clip_alpha(state.alpha * factor, config))
-    return sigma, alpha
+    balance = xp.where(on_sigma, state.balance, _clip_balance(state.balance * factor, config))
+    return sigma, balance
 
 
 def _next_streak(streak: Array, direction: Array) -> Array:
@@ -655,10 +657,10 @@ def ab_tuner_update(
 ) -> ABTunerState:
     """Record one step's expected jump; at the end of the third block of a coordinate keep
     the best of ``theta`` and its two probes (ties as in Alg. 4: up, then down, then stay) and
-    move to the other coordinate; after a round (sigma then alpha) with no change,
+    move to the other coordinate; after a round (sigma then balance) with no change,
     ``gamma <- decay * gamma``.
 
-    Unlike the pseudo-code of Alg. 3, where the alpha block still runs at the old sigma, the
+    Unlike the pseudo-code of Alg. 3, where the balance block still runs at the old sigma, the
     new sigma is used at once (plain coordinate ascent).
     """
     xp = array_namespace(state.sigma)
@@ -680,21 +682,22 @@ def ab_tuner_update(
     direction = xp.where(go_up, 1, xp.where(go_down, -1, 0))
     on_sigma = state.coordinate == 0
     sigma = xp.where(decided & on_sigma, state.sigma * factor, state.sigma)
-    alpha = xp.where(decided & ~on_sigma, _clip_alpha(state.alpha * factor, config), state.alpha)
-    # a probe clipped onto the current alpha is no move
-    direction = xp.where(~on_sigma & (alpha == state.alpha), 0, direction)
+    scaled = _clip_balance(state.balance * factor, config)
+    balance = xp.where(decided & ~on_sigma, scaled, state.balance)
+    # a probe clipped onto the current balance is no move
+    direction = xp.where(~on_sigma & (balance == state.balance), 0, direction)
     sigma_streak = xp.where(
         decided & on_sigma, _next_streak(state.sigma_streak, direction), state.sigma_streak
     )
-    alpha_streak = xp.where(
-        decided & ~on_sigma, _next_streak(state.alpha_streak, direction), state.alpha_streak
+    balance_streak = xp.where(
+        decided & ~on_sigma, _next_streak(state.balance_streak, direction), state.balance_streak
     )
     round_done = decided & ~on_sigma
-    unchanged = (sigma == state.round_sigma) & (alpha == state.round_alpha)
+    unchanged = (sigma == state.round_sigma) & (balance == state.round_balance)
     rate = xp.where(round_done & unchanged, state.rate * config.decay, state.rate)
     return ABTunerState(
         sigma=sigma,
-        alpha=alpha,
+        balance=balance,
         rate=rate,
         coordinate=xp.where(decided, 1 - state.coordinate, state.coordinate),
         probe=xp.where(decided, xp.zeros_like(probe), probe),
@@ -703,17 +706,17 @@ def ab_tuner_update(
         jump_plus=xp.where(decided, zero, plus),
         jump_minus=xp.where(decided, zero, minus),
         round_sigma=xp.where(round_done, sigma, state.round_sigma),
-        round_alpha=xp.where(round_done, alpha, state.round_alpha),
+        round_balance=xp.where(round_done, balance, state.round_balance),
         sigma_streak=sigma_streak,
-        alpha_streak=alpha_streak,
+        balance_streak=balance_streak,
     )
 
 
 def ab_tuner_restart(state: ABTunerState, config: ABConfig) -> ABTunerState:
-    """Restart the search when ``W`` has just been fitted, at ``alpha = 1`` and
+    """Restart the search when ``W`` has just been fitted, at ``balance = 1`` and
     ``sigma * config.restart_sigma_factor``, a fresh round and the base rate.
 
-    At ``alpha = 1`` and ``sigma -> inf`` the quadratic proposal is a Gibbs step of the
+    At ``balance = 1`` and ``sigma -> inf`` the quadratic proposal is a Gibbs step of the
     auxiliary-variable model, exact (acceptance 1) for a quadratic target; the first-order
     burn-in's optimum is usually far below it. ``restart_sigma_factor = 0`` keeps the search
     where it was (Alg. 1, which just continues).
@@ -723,8 +726,8 @@ def ab_tuner_restart(state: ABTunerState, config: ABConfig) -> ABTunerState:
     xp = array_namespace(state.sigma)
     fresh = ab_tuner_init(config, state.sigma)
     sigma = state.sigma * config.restart_sigma_factor
-    alpha = xp.ones_like(state.alpha) * config.alpha_bounds[1]
-    return fresh._replace(sigma=sigma, alpha=alpha, round_sigma=sigma, round_alpha=alpha)
+    balance = xp.ones_like(state.balance) * config.balance_bounds[1]
+    return fresh._replace(sigma=sigma, balance=balance, round_sigma=sigma, round_balance=balance)
 
 
 def default_block_size(num_warmup: int, config: ABConfig) -> int:
@@ -763,7 +766,7 @@ def ab_warmup_plan(
 
     ``fit_w``: a quadratic variant without a given ``coupling``. Refuses a ``burn_in`` longer
     than the warmup (``W`` would be fitted in the middle of sampling). The tuner restarts at
-    ``(sigma x restart_sigma_factor, alpha = 1)`` after the fit only when warmup steps remain to
+    ``(sigma x restart_sigma_factor, balance = 1)`` after the fit only when warmup steps remain to
     tune from there; with ``burn_in == num_warmup`` sampling keeps the tuned values.
     """
     if fit_w and config.burn_in is not None and config.burn_in > num_warmup:

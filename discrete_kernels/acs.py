@@ -24,7 +24,7 @@ chain moves by the usual MH rule throughout phases 1-4, so it stays a valid MCMC
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ._xp import Array, array_namespace
 from .validation import check_int, check_number
@@ -384,7 +384,7 @@ def _tuning_options(tuning: dict | None) -> dict:
         raise ValueError(f"ACS: tuning must be a dict of ACSConfig fields, got {tuning!r}.")
     lengths = {"burnin_steps": 0, "burnin_mh_steps": 0, "num_candidates": 1, "alpha_rounds": 1}
     allowed = sorted([*lengths, "learning_rate"])
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in tuning.items():
         if key in lengths:
             out[key] = check_int("ACS", f"tuning[{key!r}]", value, minimum=lengths[key])

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from array_api_compat import device as _device
 
 from ._xp import Array, array_namespace
 
@@ -108,7 +109,7 @@ class Ordinal:
         upper = np.asarray(self.high if self.upper is None else self.upper)
         lower, upper = np.broadcast_arrays(lower, upper)
         valid = (values >= lower[..., None]) & (values <= upper[..., None])
-        return xp.asarray(valid)
+        return xp.asarray(valid, device=_device(like))
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,6 @@ __all__ = [
     "ESHState",
     "ESHTrajectoryInfo",
     "esh_half_step",
-    "esh_options",
     "esh_hamiltonian",
     "esh_leapfrog",
     "esh_trajectory",
@@ -55,18 +54,6 @@ class ESHState(NamedTuple):
     r: Array
     log_density: Array
     grad: Array
-
-
-def esh_options(model: Any, potential_fn: Any, step_size: Any, num_steps: Any) -> None:
-    """Validate the ESH kernels' options once for both adapters (``ValueError`` naming the
-    argument and what is allowed)."""
-    if (model is None) == (potential_fn is None):
-        raise ValueError("ESH: give exactly one of `model` or `potential_fn`.")
-    valid = isinstance(step_size, (int, float)) and not isinstance(step_size, bool)
-    if not (valid and 0 < step_size < math.inf):
-        raise ValueError(f"ESH: step_size must be a positive finite number, got {step_size!r}.")
-    if not (isinstance(num_steps, int) and not isinstance(num_steps, bool) and num_steps >= 1):
-        raise ValueError(f"ESH: num_steps must be a positive int, got {num_steps!r}.")
 
 
 def unit_vector(normals: Array) -> Array:

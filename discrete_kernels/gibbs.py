@@ -14,9 +14,17 @@ accepted). Forms, after Liu (1996):
 
 from __future__ import annotations
 
-from ._xp import Array, array_namespace, categorical_from_uniform, masked_sum
+import math
+from collections.abc import Callable, Sequence
 
-__all__ = ["gibbs_site_proposal"]
+from array_api_compat import device as _device
+
+from ._xp import Array, array_namespace, categorical_from_uniform, masked_sum
+from .domains import Domain, Ordinal
+from .mh import accept_probability, metropolis_accept
+from .steps import ChainState, StepInfo
+
+__all__ = ["gibbs_site_proposal", "gibbs_sweep"]
 
 
 def _logsumexp(x: Array) -> Array:
@@ -86,3 +94,101 @@ def gibbs_site_proposal(
     log_ratio = xp.where(same, xp.zeros_like(log_ratio), log_ratio)
     log_ratio = xp.where(xp.isnan(log_ratio), xp.full_like(log_ratio, -xp.inf), log_ratio)
     return proposal, log_ratio
+
+
+def _with_entry(flat: Array, k: int, value: int) -> Array:
+    """``flat`` with entry ``k`` set to ``value`` (a copy, on ``flat``'s device)."""
+    xp = array_namespace(flat)
+    positions = xp.arange(flat.shape[0], device=_device(flat))
+    return xp.where(positions == k, xp.asarray(value, dtype=flat.dtype), flat)
+
+
+def _valid_at(domain: Domain, x: Array, flat_index: int) -> Array | None:
+    """Candidates inside the bounds of one coordinate (ordinal sites with array bounds)."""
+    if not isinstance(domain, Ordinal):
+        return None
+    xp = array_namespace(x)
+    table = domain.valid_candidates(x)
+    if table is None:
+        return None
+    table = xp.broadcast_to(table, tuple(x.shape) + (domain.num_values,))
+    return xp.reshape(table, (-1, domain.num_values))[flat_index]
+
+
+def gibbs_sweep(
+    chain: ChainState,
+    order: Sequence[int],
+    propose_uniforms: Array,
+    accept_uniforms: Array,
+    log_density_fn: Callable[[tuple], Array],
+    domains: Sequence[Domain],
+    *,
+    random_walk: bool = False,
+    modified: bool = False,
+) -> tuple[ChainState, StepInfo]:
+    """One sweep of single-site updates over every coordinate, in the given order.
+
+    Each coordinate is updated by :func:`gibbs_site_proposal` from the exact log density at
+    its ``S`` candidate values (``S - 1`` calls of ``log_density_fn``; the current value's is
+    known). Runs eagerly (a Python loop over coordinates): for NumPy and torch.
+
+    Parameters
+    ----------
+    chain : ChainState
+        Leaves and their log density (``local`` unused).
+    order : sequence of int
+        A permutation of the flattened coordinates of all leaves (leaf by leaf, row-major).
+    propose_uniforms, accept_uniforms : arrays, shape (n,)
+        One proposal and one MH uniform per position of ``order``.
+    log_density_fn : callable
+        ``leaves -> f``, the log density of a tuple of leaves.
+    domains : sequence of Domain
+        One per leaf.
+
+    Returns
+    -------
+    (ChainState, StepInfo)
+        ``accept_prob`` is the mean over the sweep, ``accepted`` whether any coordinate
+        moved and ``hamming_distance`` how many did.
+    """
+    xp = array_namespace(chain.log_density)
+    leaves = list(chain.x)
+    f = chain.log_density
+    coordinates = [(j, k) for j, x in enumerate(leaves) for k in range(math.prod(x.shape))]
+    accept_probs, changed = [], 0
+    for position, c in enumerate(order):
+        j, k = coordinates[int(c)]
+        domain, x = domains[j], leaves[j]
+        flat = xp.reshape(x, (-1,))
+        current = int(flat[k]) - domain.low
+        weights = []
+        for v in range(domain.num_values):
+            if v == current:
+                weights.append(f)
+                continue
+            candidate = xp.reshape(_with_entry(flat, k, v + domain.low), x.shape)
+            weights.append(
+                log_density_fn(tuple(leaves[:j]) + (candidate,) + tuple(leaves[j + 1 :]))
+            )
+        table = xp.stack([xp.asarray(w, dtype=f.dtype) for w in weights])
+        proposal, log_ratio = gibbs_site_proposal(
+            table,
+            xp.asarray(current, device=_device(table)),
+            propose_uniforms[position],
+            valid=_valid_at(domain, x, k),
+            random_walk=random_walk,
+            modified=modified,
+        )
+        accept_probs.append(accept_probability(log_ratio))
+        moved = int(proposal) != current
+        if moved and bool(metropolis_accept(log_ratio, accept_uniforms[position])):
+            leaves[j] = xp.reshape(_with_entry(flat, k, int(proposal) + domain.low), x.shape)
+            f = table[int(proposal)]
+            changed += 1
+    mean_accept = xp.mean(xp.stack(accept_probs))
+    info = StepInfo(
+        mean_accept,
+        xp.asarray(changed > 0, device=_device(mean_accept)),
+        xp.asarray(float(changed), dtype=mean_accept.dtype, device=_device(mean_accept)),
+    )
+    return ChainState(tuple(leaves), f, ()), info

@@ -56,6 +56,22 @@ class LeafSpec:
         return self.mode != GRADIENT
 
 
+def unwrap_distribution(fn: Any) -> Any:
+    """The base distribution under ``Independent``/``Expanded``/masked wrappers (both PPLs
+    name it ``base_dist``)."""
+    while hasattr(fn, "base_dist"):
+        fn = fn.base_dist
+    return fn
+
+
+def unwrap_support(support: Any) -> Any:
+    """The base constraint under ``independent`` constraints (``base_constraint`` in both
+    PPLs)."""
+    while hasattr(support, "base_constraint"):
+        support = support.base_constraint
+    return support
+
+
 def ordinal_from_bounds(name: str, lower: np.ndarray, upper: np.ndarray) -> Ordinal:
     """The ordinal domain of an integer-interval site with (possibly per-coordinate) bounds."""
     lower, upper = np.asarray(lower), np.asarray(upper)
@@ -140,7 +156,9 @@ def switch_badly_estimated_sites(
     """
     out = list(specs)
     for j, spec in enumerate(specs):
-        found = [point[j] for point in errors_by_point if point[j] is not None]
+        found: list[tuple[float, float]] = [
+            e for e in (point[j] for point in errors_by_point) if e is not None
+        ]
         if spec.mode != GRADIENT or not found:
             continue
         worst = (max(e[0] for e in found), max(e[1] for e in found))

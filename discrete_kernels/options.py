@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .validation import check_number
+__all__ = ["check_kernel_options", "check_bound"]
 
-__all__ = ["check_kernel_options"]
+
+def check_bound(name: str, model: Any, potential_fn: Any) -> None:
+    """A kernel built with neither a model nor a potential (a sampler for the EBM trainers)
+    cannot run in ``MCMC``: say so when it is asked to."""
+    if model is None and potential_fn is None:
+        raise ValueError(
+            f"{name}: give exactly one of `model` or `potential_fn` to run it in MCMC (a "
+            "kernel built without either only serves as the sampler of an EBM trainer)."
+        )
 
 
 def check_kernel_options(
@@ -14,8 +22,6 @@ def check_kernel_options(
     model: Any,
     potential_fn: Any,
     domain: Any,
-    step_size: Any,
-    target_accept_prob: float,
     domain_hint: str,
 ) -> None:
     """Raise ``ValueError`` naming the argument and what is allowed.
@@ -24,14 +30,14 @@ def check_kernel_options(
     ----------
     name : str
         The kernel's name, for the messages.
-    model, potential_fn, domain, step_size, target_accept_prob
-        The constructor's arguments (``step_size=None`` means "no step size").
+    model, potential_fn, domain
+        The constructor's arguments.
     domain_hint : str
         How a pytree of domains is given in this adapter.
     """
-    if (model is None) == (potential_fn is None):
+    if model is not None and potential_fn is not None:
         raise ValueError(f"{name}: give exactly one of `model` or `potential_fn`.")
-    if potential_fn is not None and domain is None:
+    if potential_fn is not None and domain is None:  # (neither: an EBM sampler, see check_bound)
         raise ValueError(
             f"{name}: `potential_fn` needs `domain=` (Binary(), Ordinal(S), Categorical(K), "
             f"or {domain_hint})."
@@ -41,6 +47,3 @@ def check_kernel_options(
             f"{name}: `domain` is for potential mode; a model's site domains come from its "
             "distributions."
         )
-    if step_size is not None:
-        check_number(name, "step_size", step_size)
-    check_number(name, "target_accept_prob", target_accept_prob, high=1.0)

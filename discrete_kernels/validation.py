@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ __all__ = [
     "check_positive_array",
     "check_start_value",
     "check_symmetric_matrix",
+    "movable_supports",
     "no_move_message",
 ]
 
@@ -68,7 +69,8 @@ def check_int(owner: str, option: str, value: Any, *, minimum: int = 0) -> int:
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         ok = True
     elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-        ok = math.isfinite(float(value)) and float(value) == int(value)
+        number = float(value)
+        ok = math.isfinite(number) and number == int(number)
     if not ok or int(value) < minimum:
         raise ValueError(f"{owner}: {option} must be an integer >= {minimum}, got {value!r}.")
     return int(value)
@@ -231,9 +233,22 @@ def check_initial_log_density(owner: str, log_density: Any, sites: Sequence[Any]
 # supports that depend on other sites
 
 
+def movable_supports(
+    sites: Sequence[tuple[str, Domain]], bounds_of: Callable[[str], tuple[Any, Any] | None]
+) -> dict[str, tuple[Any, Any]]:
+    """The integer bounds ``{site: (lower, upper)}`` of the sites whose support could move
+    with another site's value (booleans cannot), as :func:`check_fixed_supports` takes them."""
+    out = {}
+    for name, domain in sites:
+        bounds = None if isinstance(domain, Binary) else bounds_of(name)
+        if bounds is not None:
+            out[name] = bounds
+    return out
+
+
 def check_fixed_supports(
     base: Mapping[str, tuple[Any, Any]],
-    perturbed: Sequence[tuple[str, Mapping[str, tuple[Any, Any]]]],
+    perturbed: Sequence[tuple[str, Mapping[str, tuple[Any, Any] | None]]],
 ) -> None:
     """Refuse a model in which the support of a sampled site depends on another site's value.
 
@@ -251,9 +266,10 @@ def check_fixed_supports(
     """
     for changed, bounds in perturbed:
         for site, (lower, upper) in base.items():
-            if site == changed or site not in bounds:
+            seen = bounds.get(site)
+            if site == changed or seen is None:
                 continue
-            new_lower, new_upper = bounds[site]
+            new_lower, new_upper = seen
             same = np.array_equal(np.asarray(lower), np.asarray(new_lower)) and np.array_equal(
                 np.asarray(upper), np.asarray(new_upper)
             )

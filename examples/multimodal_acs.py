@@ -132,7 +132,7 @@ def main() -> None:
     )
     print("ACS cycle: alpha", np.round(np.asarray(schedule["alpha"]), 1).tolist())
     print("           beta ", np.round(np.asarray(schedule["beta"]), 2).tolist())
-    print(f"AB tuned: sigma {float(ab_tuner.sigma):.3g}, alpha {float(ab_tuner.alpha):.2f}")
+    print(f"AB tuned: step size {float(ab_tuner.sigma):.3g}, balance {float(ab_tuner.balance):.2f}")
     print("\n| sampler | modes visited (of 25) | TV over the 25 modes | TV over all states |")
     print("| --- | --- | --- | --- |")
     for name, r in results.items():

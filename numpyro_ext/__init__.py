@@ -6,9 +6,12 @@
 
 from discrete_kernels.domains import Binary, Categorical, Ordinal
 
+from .ab import AB, ABAdaptState
+from .acs import ACS, ACSState
 from .arviz import gibbs_fields, to_arviz
+from .base import DiscreteKernel, DiscreteState, DLPState
 from .esh import ESH, ESHState, JarzynskiResult, esh_jarzynski
-from .kernels import AB, ACS, DMALA, DULA, GWG, ABAdaptState, ACSState, DLPState
+from .steps import DMALA, DULA, GWG
 
 __all__ = [
     "gibbs_fields",
@@ -22,6 +25,8 @@ __all__ = [
     "ACS",
     "ACSState",
     "DLPState",
+    "DiscreteKernel",
+    "DiscreteState",
     "DMALA",
     "DULA",
     "GWG",

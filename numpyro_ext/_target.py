@@ -25,6 +25,8 @@ from discrete_kernels.leaves import (
     check_discrete_sites,
     ordinal_from_bounds,
     unsupported_site_error,
+    unwrap_distribution,
+    unwrap_support,
 )
 from discrete_kernels.proposals import single_site_substitutions
 
@@ -32,18 +34,6 @@ SUPPORTED = (
     "Bernoulli, Binomial, BetaBinomial, Categorical, DiscreteUniform and other "
     "distributions with a finite integer support"
 )
-
-
-def _unwrap_distribution(fn: Any) -> Any:
-    while hasattr(fn, "base_dist"):
-        fn = fn.base_dist
-    return fn
-
-
-def _unwrap_support(support: Any) -> Any:
-    while isinstance(support, constraints.independent):
-        support = support.base_constraint
-    return support
 
 
 def _static(value: Any, site: str, what: str) -> np.ndarray:
@@ -58,7 +48,7 @@ def _static(value: Any, site: str, what: str) -> np.ndarray:
 
 def integer_bounds(site: dict) -> tuple[Any, Any] | None:
     """``(lower, upper)`` of a site with an integer-interval or boolean support, else None."""
-    support = _unwrap_support(site["fn"].support)
+    support = unwrap_support(site["fn"].support)
     if support is constraints.boolean or isinstance(support, type(constraints.boolean)):
         return jnp.asarray(0), jnp.asarray(1)
     if isinstance(support, type(constraints.integer_interval(0, 1))):
@@ -69,8 +59,8 @@ def integer_bounds(site: dict) -> tuple[Any, Any] | None:
 def domain_of_site(name: str, site: dict) -> Domain:
     """The domain of a discrete latent sample site, or a clear error."""
     fn = site["fn"]
-    support = _unwrap_support(fn.support)
-    if isinstance(_unwrap_distribution(fn), (dist.CategoricalProbs, dist.CategoricalLogits)):
+    support = unwrap_support(fn.support)
+    if isinstance(unwrap_distribution(fn), (dist.CategoricalProbs, dist.CategoricalLogits)):
         num_values = int(_static(support.upper_bound, name, "number of categories").max()) + 1
         return Categorical(num_values)
     if support is constraints.boolean or isinstance(support, type(constraints.boolean)):
@@ -167,7 +157,7 @@ def make_local_fn(
             f, grads = jax.value_and_grad(f_of)(tuple(diff_inputs))
         else:
             f, grads = f_of(()), ()
-        locals_ = [None] * len(specs)
+        locals_: list[Any] = [None] * len(specs)
         for j, g in zip(differentiable, grads):
             locals_[j] = g
         for j, spec in enumerate(specs):

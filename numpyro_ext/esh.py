@@ -18,8 +18,10 @@ from numpyro.infer.util import _transforms_from_trace, initialize_model, transfo
 from numpyro.util import identity, is_prng_key
 
 from discrete_kernels import esh
+from discrete_kernels.constructors import ESHConstructor
+from discrete_kernels.samplers import ESHChain, ESHSpec, ESHStepInfo, NoiseShapes, StepNoise
 
-from .kernels import _fori
+from .base import _fori, draw_noise
 
 __all__ = ["ESH", "ESHState", "JarzynskiResult", "esh_jarzynski"]
 
@@ -56,7 +58,7 @@ def _flat_value_and_grad(potential_fn: Callable, unravel: Callable) -> Callable:
     return jax.value_and_grad(log_density)
 
 
-class ESH(MCMCKernel):
+class ESH(ESHConstructor, MCMCKernel):
     """Energy-sampling Hamiltonian dynamics (Ver Steeg and Galstyan, 2021) for continuous sites.
 
     Each draw starts the time-scaled ESH dynamics from the current point with a fresh uniform
@@ -92,21 +94,12 @@ class ESH(MCMCKernel):
 
     sample_field = "z"
 
-    def __init__(
-        self,
-        model: Callable | None = None,
-        *,
-        potential_fn: Callable | None = None,
-        step_size: float = 0.1,
-        num_steps: int = 20,
-        exact: bool = True,
+    def _init_driver(
+        self, model: Callable | None, *, potential_fn: Callable | None, spec: ESHSpec
     ) -> None:
-        esh.esh_options(model, potential_fn, step_size, num_steps)
         self._model = model
         self._potential_fn = potential_fn
-        self._step_size = float(step_size)
-        self._num_steps = num_steps
-        self._exact = bool(exact)
+        self._spec = spec
         self._potential_fn_gen = None
         self._postprocess_fn = None
         self._inv_transforms = None
@@ -121,7 +114,7 @@ class ESH(MCMCKernel):
 
     @property
     def default_fields(self) -> tuple[str, ...]:
-        return ("z", "potential_energy", "hamiltonian_drift", "trajectory_length", "num_grad_evals")
+        return ("z", "potential_energy", *ESHStepInfo._fields)
 
     def get_diagnostics_str(self, state: ESHState) -> str:
         return f"H drift {float(state.hamiltonian_drift):.2g}"
@@ -247,6 +240,12 @@ class ESH(MCMCKernel):
 
         return jax.vmap(one)(state) if state.i.ndim else one(state)
 
+    def _draw_noise(
+        self, rng_key: jax.Array, shapes: NoiseShapes, index: jax.Array
+    ) -> tuple[jax.Array, StepNoise]:
+        """The next key and the noise of draw ``index`` (:func:`numpyro_ext.base.draw_noise`)."""
+        return draw_noise(rng_key, shapes)
+
     def _sample_one(self, state: ESHState, model_args, model_kwargs) -> ESHState:
         model_kwargs = {} if model_kwargs is None else model_kwargs
         flat, unravel = ravel_pytree(state.z)
@@ -254,31 +253,18 @@ class ESH(MCMCKernel):
         value_and_grad = _flat_value_and_grad(
             self.get_potential_fn(model_args, model_kwargs), unravel
         )
-        rng_key, key_u, key_reservoir, key_offset = random.split(state.rng_key, 4)
-        direction = esh.unit_vector(random.normal(key_u, flat.shape, flat.dtype))
-        uniforms = random.uniform(key_reservoir, (self._num_steps,), flat.dtype)
-        backward = random.randint(key_offset, (), 0, self._num_steps + 1)
-        start = esh.ESHState(
-            flat, direction, jnp.zeros((), flat.dtype), -state.potential_energy, -flat_grad
-        )
-        sample, info = esh.esh_trajectory(
-            start,
-            self._step_size,
-            self._num_steps,
-            value_and_grad,
-            uniforms,
-            backward_steps=backward,
-            exact=self._exact,
-            loop=_fori,
-        )
+        shapes = self._spec.noise_shapes(flat.shape[0])
+        rng_key, noise = self._draw_noise(state.rng_key, shapes, state.i)
+        chain = ESHChain(flat, -state.potential_energy, -flat_grad)
+        chain, info = self._spec.step(chain, noise, value_and_grad, loop=_fori)
         return ESHState(
             i=state.i + 1,
-            z=unravel(sample.x),
-            potential_energy=-sample.log_density,
-            z_grad=unravel(-sample.grad),
+            z=unravel(chain.x),
+            potential_energy=-chain.log_density,
+            z_grad=unravel(-chain.grad),
             hamiltonian_drift=info.hamiltonian_drift,
-            trajectory_length=jnp.asarray(self._step_size * self._num_steps, flat.dtype),
-            num_grad_evals=jnp.asarray(self._num_steps, jnp.int32),
+            trajectory_length=info.trajectory_length,
+            num_grad_evals=info.num_grad_evals,
             rng_key=rng_key,
         )
 

@@ -8,10 +8,14 @@
 from discrete_kernels.domains import Binary, Categorical, Ordinal
 
 from ._target import discrete_sites
+from .ab import AB
+from .acs import ACS
 from .arviz import to_arviz
+from .base import DiscreteKernel
+from .discrete_gibbs import DiscreteGibbs
 from .esh import ESH
 from .gibbs import Gibbs
-from .kernels import AB, ACS, DMALA, DULA, GWG, DiscreteGibbs
+from .steps import DMALA, DULA, GWG
 
 __all__ = [
     "ESH",
@@ -23,6 +27,7 @@ __all__ = [
     "Binary",
     "Categorical",
     "DiscreteGibbs",
+    "DiscreteKernel",
     "Gibbs",
     "Ordinal",
     "discrete_sites",

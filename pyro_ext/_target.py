@@ -25,6 +25,8 @@ from discrete_kernels.leaves import (
     check_discrete_sites,
     ordinal_from_bounds,
     unsupported_site_error,
+    unwrap_distribution,
+    unwrap_support,
 )
 from discrete_kernels.proposals import single_site_substitutions
 
@@ -32,18 +34,6 @@ SUPPORTED = (
     "Bernoulli, Binomial, Categorical, OneHotCategorical and other distributions with a "
     "finite integer support"
 )
-
-
-def _unwrap_distribution(fn: Any) -> Any:
-    while hasattr(fn, "base_dist"):
-        fn = fn.base_dist
-    return fn
-
-
-def _unwrap_support(support: Any) -> Any:
-    while isinstance(support, constraints.independent):
-        support = support.base_constraint
-    return support
 
 
 def check_model_trace(kernel_name: str, model_trace) -> None:
@@ -71,7 +61,7 @@ def check_model_trace(kernel_name: str, model_trace) -> None:
 def integer_bounds(site: dict) -> tuple[Any, Any] | None:
     """``(lower, upper)`` of a site with an integer-interval or boolean support (as numpy),
     else None."""
-    support = _unwrap_support(site["fn"].support)
+    support = unwrap_support(site["fn"].support)
     if support is constraints.boolean:
         return 0, 1
     if isinstance(support, constraints.integer_interval):
@@ -83,8 +73,8 @@ def integer_bounds(site: dict) -> tuple[Any, Any] | None:
 def domain_of_site(name: str, site: dict) -> tuple[Domain, str]:
     """Domain and local-information mode of a discrete latent site, or a clear error."""
     fn = site["fn"]
-    base = _unwrap_distribution(fn)
-    support = _unwrap_support(fn.support)
+    base = unwrap_distribution(fn)
+    support = unwrap_support(fn.support)
     if isinstance(base, dist.OneHotCategorical):
         return Categorical(int(base.probs.shape[-1])), ONE_HOT_GRADIENT
     if isinstance(base, dist.Categorical):
@@ -92,8 +82,9 @@ def domain_of_site(name: str, site: dict) -> tuple[Domain, str]:
     if support is constraints.boolean:
         return Binary(), GRADIENT
     if isinstance(support, constraints.integer_interval):
-        lower, upper = integer_bounds(site)
-        return ordinal_from_bounds(name, lower, upper), GRADIENT
+        bounds = integer_bounds(site)
+        assert bounds is not None  # an integer interval has bounds
+        return ordinal_from_bounds(name, *bounds), GRADIENT
     raise unsupported_site_error(name, fn, SUPPORTED)
 
 

@@ -40,9 +40,10 @@ def to_arviz(mcmc: Any):
     stats_by_chain = [(d or {}).get("sample_stats") for d in chain_diagnostics]
     sample_stats = None
     if all(stats is not None for stats in stats_by_chain):
+        present = [stats for stats in stats_by_chain if stats is not None]
         sample_stats = {
-            arviz_name(name): np.stack([np.asarray(stats[name]) for stats in stats_by_chain])
-            for name in stats_by_chain[0]
+            arviz_name(name): np.stack([np.asarray(stats[name]) for stats in present])
+            for name in present[0]
         }
         for name, values in sample_stats.items():
             if name == "accepted" or name.endswith("_accepted"):

@@ -11,16 +11,18 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from pyro.infer.mcmc.util import initialize_model
 from pyro.ops.integrator import potential_grad
 
-from discrete_kernels import esh
+from discrete_kernels.constructors import ESHConstructor
+from discrete_kernels.samplers import ESHChain, ESHSpec, ESHStepInfo, NoiseShapes, StepNoise
 
 from ._target import discrete_sites, trace_model
+from .base import draw_noise
 
 __all__ = ["ESH"]
 
-STAT_NAMES = ("hamiltonian_drift", "trajectory_length", "num_grad_evals", "lp")
+STAT_NAMES = (*ESHStepInfo._fields, "lp")
 
 
-class ESH(MCMCKernel):
+class ESH(ESHConstructor, MCMCKernel):
     """Energy-sampling Hamiltonian dynamics for Pyro's continuous sites (in their
     unconstrained space, through ``kernel.transforms`` like ``HMC``).
 
@@ -32,22 +34,13 @@ class ESH(MCMCKernel):
     :class:`pyro_ext.Gibbs`.
     """
 
-    def __init__(
-        self,
-        model: Callable | None = None,
-        *,
-        potential_fn: Callable | None = None,
-        step_size: float = 0.1,
-        num_steps: int = 20,
-        exact: bool = True,
+    def _init_driver(
+        self, model: Callable | None, *, potential_fn: Callable | None, spec: ESHSpec
     ) -> None:
-        esh.esh_options(model, potential_fn, step_size, num_steps)
         self.model = model
         self.potential_fn = potential_fn
         self.transforms: dict | None = None
-        self._step_size = float(step_size)
-        self._num_steps = num_steps
-        self._exact = bool(exact)
+        self._spec = spec
         self._initial_params: dict | None = None
         self._stats: dict = {name: [] for name in STAT_NAMES}
         self._warmup_steps = 0
@@ -86,7 +79,7 @@ class ESH(MCMCKernel):
 
     def clear_cache(self) -> None:
         """Forget the cached potential and gradient (new conditioning inside Gibbs)."""
-        self._cached: tuple | None = None
+        self._cached: ESHChain | None = None
 
     def cleanup(self) -> None:
         self.clear_cache()
@@ -120,35 +113,24 @@ class ESH(MCMCKernel):
 
         return value_and_grad
 
+    def _draw_noise(self, shapes: NoiseShapes, index: int, like: torch.Tensor) -> StepNoise:
+        """The noise of draw ``index`` in ``like``'s dtype and device (:func:`draw_noise`)."""
+        return draw_noise(shapes, like)
+
     def sample(self, params: dict) -> dict:
         flat, shapes = self._flatten(params)
         value_and_grad = self._value_and_grad(shapes)
-        if self._cached is not None and torch.equal(self._cached[0], flat):
-            f, g = self._cached[1], self._cached[2]
+        if self._cached is not None and torch.equal(self._cached.x, flat):
+            chain = self._cached
         else:
-            f, g = value_and_grad(flat)
-        direction = esh.unit_vector(torch.randn_like(flat))
-        start = esh.ESHState(flat, direction, torch.zeros((), dtype=flat.dtype), f, g)
-        uniforms = torch.rand(self._num_steps, dtype=flat.dtype)
-        backward = int(torch.randint(0, self._num_steps + 1, ()))
-        sample, info = esh.esh_trajectory(
-            start,
-            self._step_size,
-            self._num_steps,
-            value_and_grad,
-            uniforms,
-            backward_steps=backward,
-            exact=self._exact,
-        )
-        self._cached = (sample.x, sample.log_density, sample.grad)
-        for name, value in (
-            ("hamiltonian_drift", info.hamiltonian_drift),
-            ("trajectory_length", self._step_size * self._num_steps),
-            ("num_grad_evals", self._num_steps),
-            ("lp", sample.log_density),
-        ):
+            chain = self._spec.init(flat, value_and_grad)
+        index = len(self._stats["lp"])
+        noise = self._draw_noise(self._spec.noise_shapes(flat.shape[0]), index, flat)
+        chain, info = self._spec.step(chain, noise, value_and_grad)
+        self._cached = chain
+        for name, value in (*zip(info._fields, info), ("lp", chain.log_density)):
             self._stats[name].append(float(value))
-        return {**params, **self._unflatten(sample.x, shapes)}
+        return {**params, **self._unflatten(chain.x, shapes)}
 
     def logging(self) -> OrderedDict:
         recent = self._stats["hamiltonian_drift"][-50:]

@@ -78,7 +78,7 @@ class Gibbs(MCMCKernel):
                     f"{type(kernel).__name__} built from a potential function cannot be a "
                     "block of Gibbs."
                 )
-            models.append(kernel.model)
+            models.append(getattr(kernel, "model"))  # noqa: B009 (MCMCKernel declares none)
         if any(m is not models[0] for m in models[1:]):
             raise ValueError("All blocks of Gibbs must be built on the same model.")
         if sum(spec is None for _, spec in blocks) > 1:
@@ -122,10 +122,12 @@ class Gibbs(MCMCKernel):
                 f"Latent sites {list(remainder)} are not owned by any block; add a block or "
                 "use `None` as the sites of one block."
             )
-        for (kernel, _), names in zip(self._blocks, resolved):
-            if not names:
+        out: list[tuple[str, ...]] = []
+        for (kernel, _), block_sites in zip(self._blocks, resolved):
+            if not block_sites:
                 raise ValueError(f"Block {type(kernel).__name__} owns no sites.")
-        return [tuple(names) for names in resolved]
+            out.append(tuple(block_sites))
+        return out
 
     def setup(self, warmup_steps: int, *args, **kwargs) -> None:
         model_trace = trace_model(self.model, args, kwargs)
@@ -140,7 +142,8 @@ class Gibbs(MCMCKernel):
         params = {}
         for i, (kernel, _) in enumerate(self._blocks):
             own = self._sites[i]
-            kernel.model = _ConditionedModel(self.model, self._store, frozenset(own))
+            conditioned = _ConditionedModel(self.model, self._store, frozenset(own))
+            kernel.model = conditioned  # type: ignore[attr-defined]
             if getattr(kernel, "transforms", None) == {}:
                 # a kernel on constrained values (this library's): start from the store
                 kernel.initial_params = {k: self._store.values[k] for k in own}

@@ -28,14 +28,14 @@ def test_ab_first_order_is_exactly_stationary(target, sigma, alpha):
     assert np.max(np.abs(pi @ p - pi)) < 1e-6
 
 
-def test_ab_first_order_step_is_the_dlp_step_with_balance_alpha():
+def test_ab_first_order_step_is_the_dlp_step_with_the_same_balance():
     target = ordinal_target()
     x = (np.array([0, 1, -1]),)
     f, local = target.local_fn(x)
     state = dk.ChainState(x, np.float64(f), local)
     uniforms = (np.array([0.3, 0.8, 0.55]),)
     kwargs = dict(local_fn=target.local_fn, domains=target.domains, is_table=target.is_table)
-    new_ab, info_ab = dk.ab_step(state, uniforms, None, 0.4, sigma=1.3, alpha=0.7, **kwargs)
+    new_ab, info_ab = dk.ab_step(state, uniforms, None, 0.4, sigma=1.3, balance=0.7, **kwargs)
     new_dlp, info_dlp = dk.dlp_step(state, uniforms, 0.4, step_size=1.3, balance=0.7, **kwargs)
     np.testing.assert_array_equal(new_ab.x[0], new_dlp.x[0])
     assert info_ab.accept_prob == pytest.approx(float(info_dlp.accept_prob))
@@ -179,7 +179,7 @@ def test_quadratic_step_uses_the_log_densities_of_the_check():
         domains=target.domains,
         quadratic=quadratic,
         sigma=2.0,
-        alpha=0.8,
+        balance=0.8,
     )
     logits = ab.ab_quadratic_logits(
         target.domains, x, local, quadratic.root @ xi, quadratic, 2.0, 0.8
@@ -287,7 +287,7 @@ def test_tuner_climbs_to_the_known_optimum_of_a_jump_surface():
         sigma, alpha = ab.ab_tuner_parameters(state, config)
         state = ab.ab_tuner_update(state, np.asarray(jump(sigma, alpha)), config, 5)
     assert float(state.sigma) == pytest.approx(3.0, rel=0.25)
-    assert float(state.alpha) == pytest.approx(0.8, abs=0.1)
+    assert float(state.balance) == pytest.approx(0.8, abs=0.1)
     assert float(state.rate) < config.rate  # it settled and shrank gamma
 
 
@@ -351,7 +351,7 @@ def test_quadratic_proposal_is_exact_gibbs_on_a_quadratic_binary_target():
                 domains=domains,
                 is_table=(False,),
                 sigma=1e12,
-                alpha=1.0,
+                balance=1.0,
                 quadratic=quadratic,
             )
             accept.append(float(info.accept_prob))

@@ -16,7 +16,7 @@ def _log_q_dlp(target, x, local, y, step_size, balance):
 
 
 def _log_q_gwg(target, x, local, y, balance):
-    changed = sum(int(np.sum(a != b)) for a, b in zip(x, y))
+    changed = sum(int((a != b).sum()) for a, b in zip(x, y))
     if changed != 1:
         return -np.inf
     logits = [
@@ -26,11 +26,25 @@ def _log_q_gwg(target, x, local, y, balance):
     return float(dk.gwg_log_prob(target.domains, x, y, logits))
 
 
-def transition_matrix(target, kernel: str, step_size: float = 0.5, balance: float = 0.5):
-    """``P[a, b]`` for kernel in {"dmala", "dula", "gwg"}; also returns the proposal matrix."""
-    states = target.states()
+def _same(value):
+    return value
+
+
+def transition_matrix(
+    target, kernel: str, step_size: float = 0.5, balance: float = 0.5, convert=_same
+):
+    """``P[a, b]`` for kernel in {"dmala", "dula", "gwg"}; also returns the proposal matrix.
+
+    ``convert`` maps every array (states, locals, log densities) to the backend under test
+    (identity: numpy; ``torch.as_tensor``: the torch path of the same core functions).
+    """
+    states = [tuple(convert(np.asarray(a)) for a in s) for s in target.states()]
     n = len(states)
-    cache = [target.local_fn(s) for s in states]
+    cache = [target.local_fn(s) for s in target.states()]
+    cache = [
+        (convert(np.float64(f)), tuple(convert(np.asarray(loc)) for loc in local))
+        for f, local in cache
+    ]
     log_q = np.full((n, n), -np.inf)
     for a, x in enumerate(states):
         for b, y in enumerate(states):
@@ -41,14 +55,14 @@ def transition_matrix(target, kernel: str, step_size: float = 0.5, balance: floa
     proposal = np.exp(log_q)
     if kernel == "dula":
         return proposal, proposal
-    f = np.array([c[0] for c in cache])
+    f = [c[0] for c in cache]
     p = np.zeros((n, n))
     for a in range(n):
         for b in range(n):
             if a == b or proposal[a, b] == 0.0:
                 continue
             log_ratio = dk.mh_log_ratio(
-                np.float64(f[a]), np.float64(f[b]), np.float64(log_q[a, b]), np.float64(log_q[b, a])
+                f[a], f[b], convert(np.float64(log_q[a, b])), convert(np.float64(log_q[b, a]))
             )
             p[a, b] = proposal[a, b] * float(dk.accept_probability(log_ratio))
         p[a, a] = 1.0 - p[a].sum()

@@ -1,4 +1,5 @@
-"""Enumeration of small NumPyro models and Monte Carlo tolerances."""
+"""Enumeration of small NumPyro models; the Monte Carlo checks live in :mod:`tests.mc`
+(re-exported here)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ import itertools
 
 import jax.numpy as jnp
 import numpy as np
-from numpyro.diagnostics import effective_sample_size
 from numpyro.infer.util import log_density
+
+from ..mc import assert_mc_close, ising_weights
+
+__all__ = ["assert_mc_close", "enumerate_posterior", "ising_weights"]
 
 
 def enumerate_posterior(model, sites: dict, *args):
@@ -27,35 +31,3 @@ def enumerate_posterior(model, sites: dict, *args):
     logp = np.asarray(logp)
     w = np.exp(logp - logp.max())
     return states, w / w.sum()
-
-
-def assert_mc_close(samples: np.ndarray, expected: np.ndarray, num_se: float = 5.0):
-    """``samples`` (chains, draws, k): chain-pooled means within ``num_se`` MC standard errors.
-
-    The standard error uses the effective sample size of each statistic, floored at 1e-3 so
-    that statistics with no spread (sd 0) still need to match closely.
-    """
-    samples = np.asarray(samples, dtype=np.float64)
-    mean = samples.mean(axis=(0, 1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ess = np.asarray(effective_sample_size(samples))
-    ess = np.where(np.isfinite(ess), ess, 1.0)  # a constant statistic has no ESS
-    sd = samples.std(axis=(0, 1))
-    se = np.maximum(sd / np.sqrt(np.maximum(ess, 1.0)), 1e-3)
-    z = np.abs(mean - expected) / se
-    assert np.all(z < num_se), f"max z {z.max():.2f} at {np.argmax(z)}: {mean} vs {expected}"
-    return z
-
-
-def ising_weights(side: int) -> np.ndarray:
-    """Adjacency of a ``side x side`` lattice with open boundaries, shape (d, d)."""
-    d = side * side
-    w = np.zeros((d, d))
-    for r in range(side):
-        for c in range(side):
-            i = r * side + c
-            if c + 1 < side:
-                w[i, i + 1] = w[i + 1, i] = 1.0
-            if r + 1 < side:
-                w[i, i + side] = w[i + side, i] = 1.0
-    return w

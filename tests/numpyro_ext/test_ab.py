@@ -13,8 +13,9 @@ from numpyro.infer.gibbs import discrete_latent_sites
 
 import numpyro_ext as nx
 
+from ..mc import mixed_model_exact
 from .helpers import assert_mc_close, enumerate_posterior
-from .test_moments import _ising_exact, _mixed_exact, ising_model, mixed_model
+from .test_moments import _ising_exact, ising_model, mixed_model
 
 
 @pytest.mark.parametrize(
@@ -117,7 +118,7 @@ def test_known_coupling_skips_the_burn_in_and_arviz_has_the_statistics():
 
 def test_ab_as_gibbs_block_matches_exact_posterior():
     y = jnp.array([0.3, 1.1, 0.8])
-    mean_z, mean_mu, second_mu = _mixed_exact(y)
+    mean_z, mean_mu, second_mu = mixed_model_exact(y)
     kernel = Gibbs(
         [(nx.AB(mixed_model, variant="trace"), discrete_latent_sites), (NUTS(mixed_model), None)]
     )
@@ -139,9 +140,12 @@ def test_ab_as_gibbs_block_matches_exact_posterior():
 def test_ab_errors():
     with pytest.raises(ValueError, match="variant must be one of"):
         nx.AB(ising_model, variant="second")
-    with pytest.raises(ValueError, match="alpha must be a finite number in \\(0, 1\\]"):
-        nx.AB(ising_model, alpha=1.5)
-    with pytest.raises(ValueError, match="step_size must be a positive finite"):
+    with pytest.raises(ValueError, match="balance must be a finite number in \\(0, 1\\]"):
+        nx.AB(ising_model, balance=1.5)
+    with pytest.warns(FutureWarning, match="`alpha` is now called `balance`"):
+        kernel = nx.AB(ising_model, alpha=0.7)
+    assert kernel.config.balance == 0.7
+    with pytest.raises(ValueError, match=r"step_size \(sigma\) must be a positive finite"):
         nx.AB(ising_model, step_size=-1.0)
 
     def categorical_model():

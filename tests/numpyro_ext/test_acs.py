@@ -10,8 +10,9 @@ from numpyro.infer.gibbs import discrete_latent_sites
 import discrete_kernels as dk
 import numpyro_ext as nx
 
+from ..mc import mixed_model_exact
 from .helpers import assert_mc_close
-from .test_moments import _ising_exact, _mixed_exact, ising_model, mixed_model
+from .test_moments import _ising_exact, ising_model, mixed_model
 
 
 def test_ising_3x3_moments_and_tuned_cycle():
@@ -71,7 +72,7 @@ def test_short_warmup_warns():
 
 def test_acs_as_gibbs_block_matches_exact_posterior():
     y = jnp.array([0.3, 1.1, 0.8])
-    mean_z, mean_mu, second_mu = _mixed_exact(y)
+    mean_z, mean_mu, second_mu = mixed_model_exact(y)
     kernel = Gibbs([(nx.ACS(mixed_model), discrete_latent_sites), (NUTS(mixed_model), None)])
     mcmc = MCMC(
         kernel,

@@ -15,8 +15,9 @@ from numpyro.infer.gibbs import discrete_latent_sites
 
 import numpyro_ext as nx
 
+from ..mc import mixed_model_exact
 from .helpers import assert_mc_close
-from .test_moments import _mixed_exact, mixed_model
+from .test_moments import mixed_model
 
 COV = jnp.array([[1.0, 0.9, 0.3], [0.9, 1.5, 0.2], [0.3, 0.2, 0.5]])
 MEAN = jnp.array([1.0, -2.0, 0.5])
@@ -86,7 +87,7 @@ def test_two_dimensional_mixture_moments():
 
 def test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior():
     y = jnp.array([0.3, 1.1, 0.8])
-    mean_z, mean_mu, second_mu = _mixed_exact(y)
+    mean_z, mean_mu, second_mu = mixed_model_exact(y)
     kernel = Gibbs(
         [(nx.DMALA(mixed_model), discrete_latent_sites), (nx.ESH(mixed_model, step_size=0.2), None)]
     )
@@ -150,7 +151,7 @@ def test_esh_errors():
         nx.ESH()
     with pytest.raises(ValueError, match="step_size must be a positive"):
         nx.ESH(correlated_model, step_size=0.0)
-    with pytest.raises(ValueError, match="num_steps must be a positive int"):
+    with pytest.raises(ValueError, match="num_steps must be an integer >= 1"):
         nx.ESH(correlated_model, num_steps=0)
     mcmc = MCMC(nx.ESH(mixed_model), num_warmup=1, num_samples=1, progress_bar=False)
     with pytest.raises(ValueError, match=r"discrete latent sites \['z'\].*Gibbs"):

@@ -274,3 +274,17 @@ def test_error_site_used_as_index_suggests_exact_sites():
         nx.DMALA(model, exact_sites=["k"]), num_warmup=10, num_samples=10, progress_bar=False
     )
     mcmc.run(jax.random.key(0))
+
+
+def test_the_shared_ess_is_numpyros():
+    """tests/mc.py's numpy ESS (used by the Pyro tests, which run without NumPyro) is
+    NumPyro's estimator to rounding, for one and several chains."""
+    from numpyro.diagnostics import effective_sample_size
+
+    from ..mc import effective_sample_size as shared
+
+    rng = np.random.default_rng(0)
+    for shape in [(1, 500), (4, 300, 3), (2, 37)]:
+        x = rng.standard_normal(shape)
+        x = x + 0.1 * np.cumsum(x, axis=1)
+        np.testing.assert_allclose(shared(x), effective_sample_size(x), rtol=1e-10)

@@ -13,6 +13,7 @@ from numpyro.infer.gibbs import discrete_latent_sites
 
 import numpyro_ext as nx
 
+from ..mc import mixed_model_exact
 from .helpers import assert_mc_close, enumerate_posterior, ising_weights
 
 A, B = 0.3, 0.2
@@ -60,36 +61,9 @@ def mixed_model(y):
     numpyro.sample("y", dist.Normal(mu + jnp.array([1.0, -2.0, 1.5]) @ z, 1.0), obs=y)
 
 
-def _mixed_exact(y):
-    weights = np.array([1.0, -2.0, 1.5])
-    ys = np.asarray(y)
-    n = ys.shape[0]
-    post = []
-    for z in itertools.product((0, 1), repeat=3):
-        z = np.array(z, dtype=float)
-        shift = weights @ z
-        # mu ~ N(0,1), y_k ~ N(mu + shift, 1): conjugate
-        prec = 1.0 + n
-        mean = np.sum(ys - shift) / prec
-        log_marg = (
-            -0.5 * np.sum((ys - shift) ** 2)
-            + 0.5 * mean**2 * prec
-            - 0.5 * np.log(prec)
-            + np.sum(z * np.log(0.4) + (1 - z) * np.log(0.6))
-        )
-        post.append((z, mean, 1.0 / prec, log_marg))
-    lm = np.array([p[3] for p in post])
-    w = np.exp(lm - lm.max())
-    w /= w.sum()
-    mean_z = sum(wi * p[0] for wi, p in zip(w, post))
-    mean_mu = sum(wi * p[1] for wi, p in zip(w, post))
-    second_mu = sum(wi * (p[2] + p[1] ** 2) for wi, p in zip(w, post))
-    return mean_z, mean_mu, second_mu
-
-
 def test_mixed_model_with_gibbs_and_nuts_matches_exact_posterior():
     y = jnp.array([0.3, 1.1, 0.8])
-    mean_z, mean_mu, second_mu = _mixed_exact(y)
+    mean_z, mean_mu, second_mu = mixed_model_exact(y)
     kernel = Gibbs([(nx.DMALA(mixed_model), discrete_latent_sites), (NUTS(mixed_model), None)])
     mcmc = MCMC(
         kernel,

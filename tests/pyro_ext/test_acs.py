@@ -6,7 +6,7 @@ import torch
 import discrete_kernels as dk
 import pyro_ext as px
 
-from ..numpyro_ext.helpers import assert_mc_close
+from ..mc import assert_mc_close
 from .test_pyro_kernels import _run, enumerate_pyro, ising_model
 
 

@@ -10,8 +10,8 @@ import torch
 
 import pyro_ext as px
 
-from ..numpyro_ext.helpers import assert_mc_close
-from .test_pyro_kernels import _mixed_exact, _run, mixed_model
+from ..mc import assert_mc_close, mixed_model_exact
+from .test_pyro_kernels import _run, mixed_model
 
 COV = torch.tensor([[1.0, 0.9], [0.9, 1.5]])
 MEAN = torch.tensor([1.0, -2.0])
@@ -66,7 +66,7 @@ def test_two_dimensional_mixture_moments():
 
 def test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior():
     y = torch.tensor([0.3, 1.1, 0.8])
-    mean_z, mean_mu, second_mu = _mixed_exact(y.numpy())
+    mean_z, mean_mu, second_mu = mixed_model_exact(y.numpy())
     kernel = px.Gibbs(
         [
             (px.DMALA(mixed_model), px.discrete_sites),
@@ -83,7 +83,7 @@ def test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior():
 def test_esh_errors():
     with pytest.raises(ValueError, match="exactly one of"):
         px.ESH()
-    with pytest.raises(ValueError, match="num_steps must be a positive int"):
+    with pytest.raises(ValueError, match="num_steps must be an integer >= 1"):
         px.ESH(correlated_model, num_steps=0)
     with pytest.raises(ValueError, match=r"discrete latent sites \['z'\].*Gibbs"):
         _run(px.ESH(mixed_model), 2, 1, torch.tensor([0.3, 1.1, 0.8]))

@@ -14,8 +14,7 @@ from pyro.infer import MCMC, NUTS
 
 import pyro_ext as px
 
-from ..numpyro_ext.helpers import assert_mc_close, ising_weights
-from ..numpyro_ext.test_moments import _mixed_exact
+from ..mc import assert_mc_close, ising_weights, mixed_model_exact
 
 A, B = 0.3, 0.2
 W = torch.tensor(ising_weights(3), dtype=torch.float32)
@@ -96,7 +95,7 @@ def mixed_model(y):
 
 def test_mixed_model_with_gibbs_and_nuts_matches_exact_posterior():
     y = torch.tensor([0.3, 1.1, 0.8])
-    mean_z, mean_mu, second_mu = _mixed_exact(y.numpy())
+    mean_z, mean_mu, second_mu = mixed_model_exact(y.numpy())
     kernel = px.Gibbs([(px.DMALA(mixed_model), px.discrete_sites), (NUTS(mixed_model), None)])
     mcmc = _run(kernel, 2000, 300, y)
     samples = mcmc.get_samples(group_by_chain=True)
@@ -120,7 +119,9 @@ def several_sites_model():
     )
 
 
-@pytest.mark.parametrize("kernel_cls", [px.DMALA, px.GWG])
+# GWG (one coordinate per step, 3,000 draws) costs a minute: behind slow; its Pyro driver is
+# the DMALA one (tests/test_adapter_parity.py compares both with NumPyro step by step)
+@pytest.mark.parametrize("kernel_cls", [px.DMALA, pytest.param(px.GWG, marks=pytest.mark.slow)])
 def test_several_site_types_in_plates(kernel_cls):
     one_hot = [torch.nn.functional.one_hot(torch.tensor(h), 3).float() for h in range(3)]
     sites = {
@@ -199,14 +200,17 @@ def test_kernels_pickle():
         clone.setup(10)
 
 
-def test_discrete_gibbs_forms_are_exact_on_a_small_model():
+@pytest.mark.parametrize(
+    "form",
+    ["modified", pytest.param("random_walk", marks=pytest.mark.slow)],  # a minute each
+)
+def test_discrete_gibbs_forms_are_exact_on_a_small_model(form):
     states, probs = enumerate_pyro(ising_model, {"x": ((9,), (0, 1))})
     s_all = np.stack([2.0 * st[0].numpy() - 1.0 for st in states])
-    for kwargs in [dict(modified=True), dict(random_walk=True)]:
-        # the two spin-flip modes of this lattice swap rarely: several chains for the ESS
-        mcmc = _run(px.DiscreteGibbs(ising_model, **kwargs), 700, 100, num_chains=3)
-        x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
-        assert_mc_close(2.0 * x - 1.0, probs @ s_all)
+    # the two spin-flip modes of this lattice swap rarely: several chains for the ESS
+    mcmc = _run(px.DiscreteGibbs(ising_model, **{form: True}), 700, 100, num_chains=3)
+    x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
+    assert_mc_close(2.0 * x - 1.0, probs @ s_all)
 
 
 # ------------------------------------------------------------------------- errors

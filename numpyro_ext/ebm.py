@@ -1,0 +1,536 @@
+"""Training energy-based models on binary data with JAX: CD-k, PCD with any kernel of this
+library, and unbiased contrastive divergence (UCD) for RBMs.
+
+The model is ``p(x) ∝ exp(-E(x; params))`` on ``x`` in ``{0, 1}^d``; ``energy(params, x)``
+maps a batch (N, d) to (N,) energies (for an RBM, :class:`RBM`, the free energy of the
+visible units). Each iteration estimates the gradient of the average negative log-likelihood,
+``E_data[grad E] - E_model[grad E]``, and applies an optax optimiser; the method decides how
+the model term is estimated:
+
+- :class:`CD` (``k`` steps from the data batch), :class:`PCD` (a persistent buffer, ``steps``
+  per iteration, optional re-initialisation at data): the sampler is any discrete kernel of
+  :mod:`numpyro_ext` built without a model (``nx.DMALA(step_size=0.2)``, ``nx.GWG()``, ...) or
+  :class:`BlockGibbs` for an RBM (the default there);
+- :class:`UCD` (Qiu, Zhang and Wang, ICLR 2020): two coupled block Gibbs chains of an RBM
+  per data point, run until they meet (:func:`discrete_kernels.ebm.rbm_coupled_gibbs_step`),
+  which makes the model term unbiased; meeting times and cap hits are in the history.
+
+All the mathematics is in :mod:`discrete_kernels.ebm` and the samplers' specs; this module
+draws the noise, runs the loops and holds the state. One iteration is one jit-compiled call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import random
+
+import discrete_kernels as dk
+from discrete_kernels import ebm as core
+from discrete_kernels.ebm import CD, PCD, UCD, BlockGibbs, check_method
+from discrete_kernels.esh import log_mean_exp_with_error
+from discrete_kernels.samplers import SamplerSpec, Sites
+from discrete_kernels.validation import check_int
+
+from .base import JAX_CONTROL, DiscreteKernel, draw_noise
+
+__all__ = [
+    "CD",
+    "PCD",
+    "RBM",
+    "UCD",
+    "BlockGibbs",
+    "EBMResult",
+    "IsingEnergy",
+    "MLPEnergy",
+    "ais_log_partition",
+    "train",
+]
+
+
+# ------------------------------------------------------------------------------------------
+# ready-made energies
+
+
+@dataclass(frozen=True)
+class RBM:
+    """Bernoulli RBM with ``num_visible`` and ``num_hidden`` units; as an energy, the free
+    energy of the visible units (:func:`discrete_kernels.ebm.rbm_free_energy`)."""
+
+    num_visible: int
+    num_hidden: int
+
+    def init(self, rng_key: jax.Array, scale: float = 0.01) -> core.RBMParams:
+        """Weights ``N(0, scale^2)``, zero biases."""
+        weights = scale * random.normal(rng_key, (self.num_visible, self.num_hidden))
+        return core.RBMParams(weights, jnp.zeros(self.num_visible), jnp.zeros(self.num_hidden))
+
+    def __call__(self, params: core.RBMParams, x: jax.Array) -> jax.Array:
+        return core.rbm_free_energy(params, x)
+
+    def log_likelihood(self, params: core.RBMParams, data: jax.Array) -> jax.Array:
+        """Exact average log-likelihood (enumerates the smaller layer)."""
+        return core.rbm_log_likelihood(params, data)
+
+
+@dataclass(frozen=True)
+class IsingEnergy:
+    """Lattice Ising model on ``side x side`` spins ``s = 2x - 1`` with learnable couplings on
+    the lattice's edges (open boundaries) and fields: ``E(x) = -(s.J s / 2 + h.s)``."""
+
+    side: int
+
+    def mask(self) -> jax.Array:
+        d = self.side * self.side
+        index = np.arange(d).reshape(self.side, self.side)
+        mask = np.zeros((d, d), np.float32)
+        for a, b in ((index[:, :-1], index[:, 1:]), (index[:-1, :], index[1:, :])):
+            mask[a.ravel(), b.ravel()] = mask[b.ravel(), a.ravel()] = 1.0
+        return jnp.asarray(mask)
+
+    def init(self, rng_key: jax.Array, scale: float = 0.01) -> dict:
+        d = self.side * self.side
+        raw = scale * random.normal(rng_key, (d, d))
+        return {"couplings": (raw + raw.T) / 2 * self.mask(), "field": jnp.zeros(d)}
+
+    def __call__(self, params: dict, x: jax.Array) -> jax.Array:
+        s = 2.0 * x - 1.0
+        couplings = params["couplings"] * self.mask()
+        couplings = (couplings + couplings.T) / 2
+        return -(0.5 * jnp.sum((s @ couplings) * s, axis=-1) + s @ params["field"])
+
+
+@dataclass(frozen=True)
+class MLPEnergy:
+    """A small MLP energy on binary inputs: ``E(x) = w_out . tanh(...tanh(W_1 x + b_1)...)``."""
+
+    num_inputs: int
+    hidden: tuple[int, ...] = (64,)
+
+    def init(self, rng_key: jax.Array) -> list:
+        sizes = (self.num_inputs, *self.hidden)
+        keys = random.split(rng_key, len(sizes))
+        layers = [
+            (random.normal(k, (a, b)) / math.sqrt(a), jnp.zeros(b))
+            for k, a, b in zip(keys, sizes[:-1], sizes[1:])
+        ]
+        return layers + [random.normal(keys[-1], (sizes[-1],)) / math.sqrt(sizes[-1])]
+
+    def __call__(self, params: list, x: jax.Array) -> jax.Array:
+        h = x
+        for w, b in params[:-1]:
+            h = jnp.tanh(h @ w + b)
+        return h @ params[-1]
+
+
+# ------------------------------------------------------------------------------------------
+# negative-phase samplers and methods
+
+
+class EBMResult(NamedTuple):
+    """What :func:`train` returns; pass it back as ``resume=`` to continue bit-identically.
+
+    - **params**, **opt_state** - the final parameters and optimiser state;
+    - **history** - dict of numpy arrays, one entry per iteration: ``energy_gap`` (mean energy
+      of the data batch minus the model samples'), ``objective`` (``evaluate(params)`` where
+      computed, NaN elsewhere), ``accept_prob`` (samplers with an MH step), and for UCD
+      ``meeting_time`` (mean over chains), ``time_capped`` (chains stopped at ``max_time``),
+      ``rejections`` (mean rejected residual draws per chain) and ``tries_capped`` (coupling
+      steps that ran out of tries);
+    - **method_state** - the PCD buffer (None otherwise); **rng_key**; **step** - iterations
+      done.
+    """
+
+    params: Any
+    opt_state: Any
+    history: dict
+    method_state: Any
+    rng_key: jax.Array
+    step: int
+
+
+def _sampler_of(method: Any, energy: Any) -> Any:
+    sampler = getattr(method, "sampler", None)
+    if sampler is None:
+        if not isinstance(energy, RBM):
+            raise ValueError(
+                f"{type(method).__name__}: give sampler= (a numpyro_ext kernel such as "
+                "nx.DMALA(step_size=0.2)); the default block Gibbs sampler needs an RBM energy."
+            )
+        return BlockGibbs()
+    if isinstance(sampler, BlockGibbs):
+        if not isinstance(energy, RBM):
+            raise ValueError("BlockGibbs needs the RBM energy (numpyro_ext.ebm.RBM).")
+        return sampler
+    if not isinstance(sampler, DiscreteKernel):
+        raise ValueError(
+            f"{type(method).__name__}: sampler must be a numpyro_ext kernel or BlockGibbs(), "
+            f"got {sampler!r}."
+        )
+    return sampler
+
+
+def _kernel_sampler(kernel: DiscreteKernel, dim: int) -> tuple[SamplerSpec, Sites, Any]:
+    """The spec, the sites of one binary leaf of ``dim`` coordinates, and the adaptation
+    state at which the spec's parameters are its initial ones (no warmup in training)."""
+    spec = kernel._spec
+    sites = Sites(("x",), (dk.Binary(),), (False,))
+    spec.check_sites(sites, dim)
+    adapt = spec.adapt_init(jnp.ones(()), 0, dim, JAX_CONTROL)
+    return spec, sites, adapt
+
+
+def _advance(sampler, energy, params, x, key, num_steps: int, dim: int):
+    """``num_steps`` sampler steps on each chain of ``x`` (C, d): ``(x, mean accept_prob)``."""
+    if isinstance(sampler, BlockGibbs):
+        hidden_shape = x.shape[:-1] + (params.weights.shape[1],)
+
+        def gibbs(i, carry):
+            v, key = carry
+            key, key_h, key_v = random.split(key, 3)
+            u_h, u_v = random.uniform(key_h, hidden_shape), random.uniform(key_v, v.shape)
+            return core.rbm_visible_sweep(params, v, u_h, u_v), key
+
+        v, _ = jax.lax.fori_loop(0, num_steps, gibbs, (x, key))
+        return v, jnp.asarray(jnp.nan)
+
+    _, _, adapt = _kernel_sampler(sampler, dim)
+    init, step = _kernel_chain_fns(sampler, dim, lambda z: -energy(params, z[None])[0])
+
+    def one_chain(x1, key1):
+        def body(i, carry):
+            chain, adapt_state, key, accept = carry
+            key, key_step = random.split(key)
+            chain, adapt_state, accept_prob = step(chain, adapt_state, key_step, i)
+            return chain, adapt_state, key, accept + accept_prob
+
+        carry = (init(x1), adapt, key1, jnp.zeros(()))
+        chain, _, _, accept = jax.lax.fori_loop(0, num_steps, body, carry)
+        return chain.x[0], accept / num_steps
+
+    keys = random.split(key, x.shape[0])
+    xs, accept = jax.vmap(one_chain)(jnp.asarray(x, jnp.int32), keys)
+    return jnp.asarray(xs, x.dtype), jnp.mean(accept)
+
+
+def _kernel_chain_fns(kernel: DiscreteKernel, dim: int, log_density: Callable):
+    """``(init, step)`` of one chain of ``kernel`` on ``{0, 1}^dim`` for ``log_density(x)``
+    (a float vector in, a scalar out): ``init(x) -> chain``, ``step(chain, adapt, key, i) ->
+    (chain, adapt, accept_prob)``."""
+    spec, sites, _ = _kernel_sampler(kernel, dim)
+
+    def local_fn(leaves: tuple) -> tuple:
+        xf = jnp.asarray(leaves[0], jnp.result_type(float))
+        f, g = jax.value_and_grad(log_density)(xf)
+        return f, (g,)
+
+    shapes = spec.noise_shapes(sites, [(dim,)])
+
+    def init(x: jax.Array):
+        f, local = local_fn((x,))
+        return dk.ChainState((x,), f, local)
+
+    def step(chain, adapt_state, key, i):
+        _, noise = draw_noise(key, shapes)
+        params = spec.parameters(adapt_state)
+        chain, info = spec.step(chain, noise, params, adapt_state, sites, local_fn)
+        adapt_state = spec.adapt_update(adapt_state, info, params, i, 0, JAX_CONTROL)
+        return chain, adapt_state, info.accept_prob
+
+    return init, step
+
+
+def ais_log_partition(
+    energy: Callable,
+    params: Any,
+    rng_key: jax.Array,
+    *,
+    sampler: DiscreteKernel,
+    base_logits: Any,
+    num_chains: int = 100,
+    num_temperatures: int = 1000,
+) -> tuple[float, float]:
+    """Annealed importance sampling estimate of ``log Z`` of ``exp(-energy(params, x))`` on
+    ``{0, 1}^d``, and its standard error.
+
+    The path is geometric from independent Bernoullis with ``base_logits`` (d,) (their data
+    marginals' logits are a good choice) to the model, ``f_beta = (1 - beta) f_0 + beta f``,
+    over ``num_temperatures`` equally spaced ``beta``; the transition at each ``beta`` is one
+    step of ``sampler`` (any discrete kernel of this library, built without a model).
+    """
+    base_logits = jnp.asarray(base_logits, jnp.result_type(float))
+    dim = base_logits.shape[-1]
+    _, _, adapt = _kernel_sampler(sampler, dim)
+
+    def base_log_density(x):
+        return x @ base_logits - jnp.sum(jax.nn.softplus(base_logits))
+
+    def target_log_density(x):
+        return -energy(params, x[None])[0]
+
+    betas = jnp.linspace(0.0, 1.0, num_temperatures + 1)
+
+    def one_chain(key):
+        key, key_x = random.split(key)
+        x = (random.uniform(key_x, (dim,)) < jax.nn.sigmoid(base_logits)).astype(jnp.int32)
+
+        def body(j, carry):
+            x, log_w, key = carry
+            beta_prev, beta = betas[j - 1], betas[j]
+            xf = x.astype(base_logits.dtype)
+            log_w = log_w + core.ais_log_weight_increment(
+                target_log_density(xf), base_log_density(xf), beta_prev, beta
+            )
+
+            def log_density(z, beta=beta):
+                return (1 - beta) * base_log_density(z) + beta * target_log_density(z)
+
+            init, step = _kernel_chain_fns(sampler, dim, log_density)
+            key, key_step = random.split(key)
+            chain, _, _ = step(init(x), adapt, key_step, j)
+            return chain.x[0], log_w, key
+
+        _, log_w, _ = jax.lax.fori_loop(1, num_temperatures + 1, body, (x, jnp.zeros(()), key))
+        return log_w
+
+    log_w = jax.jit(jax.vmap(one_chain))(random.split(rng_key, num_chains))
+    estimate, se = log_mean_exp_with_error(log_w)
+    return float(estimate), float(se)
+
+
+def _mean_energy_grad(energy, params, x):
+    """``(mean E(x), grad_params mean E(x))`` with ``x`` held fixed."""
+    x = jax.lax.stop_gradient(x)
+    return jax.value_and_grad(lambda p: jnp.mean(energy(p, x)))(params)
+
+
+def _ucd_negative(method: UCD, energy: RBM, params, batch, key):
+    """UCD's estimate of ``E_model[grad E]`` (and ``E_model[E]``) from coupled chains started
+    at ``batch``; statistics of the meeting times and caps."""
+    chains, m = batch.shape
+    n = params.weights.shape[1]
+    tries = method.max_tries
+
+    def weighted_grad(xi_v, eta_v, w_xi, w_eta):
+        def total(p):
+            return jnp.sum(w_xi * energy(p, xi_v) - w_eta * energy(p, eta_v)) / chains
+
+        return jax.value_and_grad(total)(params)
+
+    key, (u_h0, u_v1, u_h1) = _ucd_start_noise(key, chains, m, n)
+    h0 = core.bernoulli_from_uniform(core.rbm_hidden_logits(params, batch), u_h0)
+    start = core.RBMState(batch, h0)
+    first = core.rbm_gibbs_step(params, start, u_v1, u_h1)
+    k = method.k
+    # t = 0 (only k = 0 uses it) and t = 1
+    met0 = jnp.zeros((chains,), bool)
+    w_xi, _ = core.ucd_weights(0, k, met0)
+    value, grad = weighted_grad(batch, batch, w_xi, jnp.zeros_like(w_xi))
+    met = core.same_state(first.visible, start.visible) & core.same_state(
+        first.hidden, start.hidden
+    )
+    w_xi, w_eta = core.ucd_weights(1, k, met)
+    v1, g1 = weighted_grad(first.visible, start.visible, w_xi, w_eta)
+    value, grad = value + v1, jax.tree.map(jnp.add, grad, g1)
+    tau = jnp.where(met, 1, 0)
+    carry = (
+        jnp.asarray(1),
+        first,
+        start,
+        met,
+        tau,
+        value,
+        grad,
+        jnp.zeros((chains,), jnp.int32),
+        jnp.zeros((), jnp.int32),
+        key,
+    )
+
+    def keep_going(carry):
+        t, _, _, met, *_ = carry
+        return (t < method.max_time) & ((t < k) | ~jnp.all(met))
+
+    def body(carry):
+        t, xi, eta, met, tau, value, grad, rejections, tries_capped, key = carry
+        t = t + 1
+        key, noise = _ucd_step_noise(key, t, chains, m, n, tries)
+        xi, eta, info = core.rbm_coupled_gibbs_step(params, xi, eta, *noise)
+        newly = ~met & core.same_state(xi.visible, eta.visible)
+        newly = newly & core.same_state(xi.hidden, eta.hidden)
+        met_now = met | newly
+        tau = jnp.where(newly, t, tau)
+        w_xi, w_eta = _traced_ucd_weights(t, k, met_now)
+        v, g = weighted_grad(xi.visible, eta.visible, w_xi, w_eta)
+        rejections = rejections + jnp.where(met, 0, info.rejections)
+        tries_capped = tries_capped + jnp.sum(~met & info.capped)
+        return (
+            t,
+            xi,
+            eta,
+            met_now,
+            tau,
+            value + v,
+            jax.tree.map(jnp.add, grad, g),
+            rejections,
+            tries_capped,
+            key,
+        )
+
+    t, _, _, met, tau, value, grad, rejections, tries_capped, _ = jax.lax.while_loop(
+        keep_going, body, carry
+    )
+    tau = jnp.where(met, tau, t)
+    info = {
+        "meeting_time": jnp.mean(tau.astype(jnp.float32)),
+        "time_capped": jnp.sum(~met),
+        "rejections": jnp.mean(rejections.astype(jnp.float32)),
+        "tries_capped": tries_capped,
+    }
+    return value, grad, info
+
+
+def _ucd_start_noise(key: jax.Array, chains: int, m: int, n: int) -> tuple:
+    """The next key and the uniforms of UCD's start: ``h_0`` (C, n), then the first sweep's
+    visible (C, m) and hidden (C, n) uniforms."""
+    key, k1, k2, k3 = random.split(key, 4)
+    shapes = ((k1, (chains, n)), (k2, (chains, m)), (k3, (chains, n)))
+    return key, tuple(random.uniform(k, s) for k, s in shapes)
+
+
+def _ucd_step_noise(key: jax.Array, t: jax.Array, chains: int, m: int, n: int, tries: int):
+    """The next key and the uniforms of coupled step ``t``, in the order of
+    :func:`discrete_kernels.ebm.rbm_coupled_gibbs_step`."""
+    key, *keys = random.split(key, 6)
+    shapes = ((chains,), (chains, m), (tries, chains, 2), (tries, chains, m), (chains, n))
+    return key, tuple(random.uniform(k, s) for k, s in zip(keys, shapes))
+
+
+def _traced_ucd_weights(t: jax.Array, k: int, met: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """:func:`discrete_kernels.ebm.ucd_weights` for a traced ``t`` (the while loop's)."""
+    after, at_k = (t > k).astype(jnp.float32), (t == k).astype(jnp.float32)
+    correcting = (~met).astype(jnp.float32) * after
+    return correcting + at_k, correcting
+
+
+def _make_update(energy, optimizer, method, data, batch_size: int, num_chains: int):
+    import optax
+
+    num_data, dim = data.shape
+    sampler = None if isinstance(method, UCD) else _sampler_of(method, energy)
+    if isinstance(method, UCD) and not isinstance(energy, RBM):
+        raise ValueError("UCD couples block Gibbs chains of an RBM: energy must be ebm.RBM.")
+
+    def update(params: Any, opt_state: Any, buffer: Any, key: jax.Array) -> tuple:
+        key_batch, key_neg, key_reinit, key_pick = random.split(key, 4)
+        batch = data[random.randint(key_batch, (batch_size,), 0, num_data)]
+        pos_value, pos_grad = _mean_energy_grad(energy, params, batch)
+        info: dict = {}
+        if isinstance(method, UCD):
+            neg_value, neg_grad, info = _ucd_negative(method, energy, params, batch, key_neg)
+            accept = jnp.asarray(jnp.nan)
+        else:
+            if isinstance(method, CD):
+                start, steps = batch, method.k
+            else:
+                restart = random.uniform(key_reinit, (num_chains,)) < method.reinit_prob
+                fresh = data[random.randint(key_pick, (num_chains,), 0, num_data)]
+                start, steps = jnp.where(restart[:, None], fresh, buffer), method.steps
+            samples, accept = _advance(sampler, energy, params, start, key_neg, steps, dim)
+            if isinstance(method, PCD):
+                buffer = samples
+            neg_value, neg_grad = _mean_energy_grad(energy, params, samples)
+        grad = jax.tree.map(jnp.subtract, pos_grad, neg_grad)
+        updates, opt_state = optimizer.update(grad, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        info = {**info, "energy_gap": pos_value - neg_value, "accept_prob": accept}
+        return params, opt_state, buffer, info
+
+    return jax.jit(update)
+
+
+def train(
+    energy: Callable,
+    params: Any,
+    data: Any,
+    *,
+    optimizer: Any,
+    method: Any,
+    num_steps: int,
+    batch_size: int = 100,
+    rng_key: jax.Array | None = None,
+    evaluate: Callable | None = None,
+    eval_every: int = 100,
+    progress_bar: bool = True,
+    resume: EBMResult | None = None,
+) -> EBMResult:
+    """Train ``energy`` on binary ``data`` (N, d) by ``method`` for ``num_steps`` iterations.
+
+    Parameters
+    ----------
+    energy : callable ``(params, x (N, d)) -> (N,)``
+        Or a ready-made :class:`RBM`, :class:`IsingEnergy`, :class:`MLPEnergy`.
+    params : pytree
+        Initial parameters (ignored with ``resume``).
+    data : array (N, d) of 0/1
+    optimizer : optax.GradientTransformation
+    method : CD, PCD or UCD
+    num_steps : int
+        Iterations to run (more iterations after ``resume``).
+    batch_size : int
+        Data points per iteration (drawn with replacement); CD's and UCD's chains.
+    rng_key : jax key
+    evaluate : callable ``params -> float``, optional
+        Objective for the history and the progress bar every ``eval_every`` iterations (for
+        an RBM, ``lambda p: RBM.log_likelihood(p, data)``).
+    resume : EBMResult, optional
+        Continue a previous run: the result of ``train(n1) -> train(n2, resume=...)`` equals
+        that of one run of ``n1 + n2`` iterations bit for bit.
+    """
+    from tqdm.auto import trange
+
+    check_method(method)
+    num_steps = check_int("train", "num_steps", num_steps, minimum=0)
+    batch_size = check_int("train", "batch_size", batch_size, minimum=1)
+    data = jnp.asarray(data, jnp.result_type(float))
+    if data.ndim != 2 or not bool(jnp.all((data == 0) | (data == 1))):
+        raise ValueError("train: data must be a (N, d) array of 0/1 values.")
+    num_chains = batch_size
+    if isinstance(method, PCD) and method.num_chains is not None:
+        num_chains = method.num_chains
+    if resume is not None:
+        params, opt_state, buffer = resume.params, resume.opt_state, resume.method_state
+        key, done, history = resume.rng_key, resume.step, dict(resume.history)
+    else:
+        if rng_key is None:
+            raise ValueError("train: give rng_key (or resume=).")
+        key, key_buffer = random.split(rng_key)
+        opt_state = optimizer.init(params)
+        buffer = None
+        if isinstance(method, PCD):
+            buffer = data[random.randint(key_buffer, (num_chains,), 0, data.shape[0])]
+        done, history = 0, {}
+    update = _make_update(energy, optimizer, method, data, batch_size, num_chains)
+    records: dict[str, list] = {}
+    bar = trange(num_steps, disable=not progress_bar, desc="EBM")
+    objective = math.nan
+    for i in bar:
+        key, key_step = random.split(key)
+        params, opt_state, buffer, info = update(params, opt_state, buffer, key_step)
+        step = done + i + 1
+        value = math.nan
+        if evaluate is not None and (step % eval_every == 0 or i == num_steps - 1):
+            value = objective = float(evaluate(params))
+        for name, x in {**info, "objective": value}.items():
+            records.setdefault(name, []).append(float(x))
+        if progress_bar and (i % 10 == 0 or i == num_steps - 1):
+            bar.set_postfix(objective=f"{objective:.4g}", gap=f"{float(info['energy_gap']):.3g}")
+    for name, values in records.items():
+        previous = history.get(name, np.zeros(0))
+        history[name] = np.concatenate([previous, np.asarray(values)])
+    return EBMResult(params, opt_state, history, buffer, key, done + num_steps)

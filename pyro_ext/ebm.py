@@ -1,0 +1,329 @@
+"""Training energy-based models on binary data with PyTorch: CD-k, PCD and UCD, as
+:mod:`numpyro_ext.ebm` (same methods, same core functions).
+
+The energy is an ``nn.Module`` mapping a batch (N, d) of 0/1 floats to (N,) energies; the
+optimiser is any ``torch.optim`` optimiser over its parameters. Ready-made energies:
+:class:`RBM` (free energy of a Bernoulli RBM), :class:`IsingEnergy`, :class:`MLPEnergy`.
+Methods: ``CD(k, sampler)``, ``PCD(sampler, steps, num_chains, reinit_prob)`` with
+``BlockGibbs()`` (an RBM's default) or a kernel of :mod:`pyro_ext` built without a model
+(``px.DMALA(step_size=0.2)``), and ``UCD(k, max_time, max_tries)`` for an RBM.
+
+Randomness comes from torch's global generator (seed it with ``torch.manual_seed``); its state
+is part of the returned :class:`EBMResult`, so ``train(..., resume=result)`` continues bit for
+bit.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+import discrete_kernels as dk
+from discrete_kernels import ebm as core
+from discrete_kernels.ebm import CD, PCD, UCD, BlockGibbs, check_method
+from discrete_kernels.samplers import PYTHON_CONTROL, Sites
+from discrete_kernels.validation import check_int
+
+from .base import DiscreteKernel, draw_noise
+
+__all__ = [
+    "CD",
+    "PCD",
+    "RBM",
+    "UCD",
+    "BlockGibbs",
+    "EBMResult",
+    "IsingEnergy",
+    "MLPEnergy",
+    "train",
+]
+
+
+class RBM(nn.Module):
+    """Bernoulli RBM; ``forward(v)`` is the free energy of the visible units."""
+
+    def __init__(self, num_visible: int, num_hidden: int, scale: float = 0.01) -> None:
+        super().__init__()
+        self.weights = nn.Parameter(scale * torch.randn(num_visible, num_hidden))
+        self.visible_bias = nn.Parameter(torch.zeros(num_visible))
+        self.hidden_bias = nn.Parameter(torch.zeros(num_hidden))
+
+    def rbm_params(self) -> core.RBMParams:
+        return core.RBMParams(self.weights, self.visible_bias, self.hidden_bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return core.rbm_free_energy(self.rbm_params(), x)
+
+    @torch.no_grad()
+    def log_likelihood(self, data: torch.Tensor) -> torch.Tensor:
+        """Exact average log-likelihood (enumerates the smaller layer)."""
+        return core.rbm_log_likelihood(self.rbm_params(), data)
+
+
+class IsingEnergy(nn.Module):
+    """Lattice Ising model on ``side x side`` spins with learnable edge couplings and fields
+    (as :class:`numpyro_ext.ebm.IsingEnergy`)."""
+
+    def __init__(self, side: int, scale: float = 0.01) -> None:
+        super().__init__()
+        d = side * side
+        index = np.arange(d).reshape(side, side)
+        mask = np.zeros((d, d), np.float32)
+        for a, b in ((index[:, :-1], index[:, 1:]), (index[:-1, :], index[1:, :])):
+            mask[a.ravel(), b.ravel()] = mask[b.ravel(), a.ravel()] = 1.0
+        self.mask: torch.Tensor
+        self.register_buffer("mask", torch.as_tensor(mask))
+        raw = scale * torch.randn(d, d)
+        self.couplings = nn.Parameter((raw + raw.T) / 2 * self.mask)
+        self.field = nn.Parameter(torch.zeros(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = 2.0 * x - 1.0
+        couplings = self.couplings * self.mask
+        couplings = (couplings + couplings.T) / 2
+        return -(0.5 * ((s @ couplings) * s).sum(-1) + s @ self.field)
+
+
+class MLPEnergy(nn.Module):
+    """A small MLP energy on binary inputs (tanh layers, a linear read-out)."""
+
+    def __init__(self, num_inputs: int, hidden: tuple[int, ...] = (64,)) -> None:
+        super().__init__()
+        sizes = (num_inputs, *hidden)
+        layers: list[nn.Module] = []
+        for a, b in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(a, b), nn.Tanh()]
+        layers.append(nn.Linear(sizes[-1], 1, bias=False))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).squeeze(-1)
+
+
+class EBMResult(NamedTuple):
+    """What :func:`train` returns (the energy module is trained in place).
+
+    - **history** - dict of numpy arrays per iteration, as :class:`numpyro_ext.ebm.EBMResult`;
+    - **method_state** - the PCD buffer (None otherwise);
+    - **checkpoint** - the module's and optimiser's state dicts and the generator state, for
+      ``resume=``; **step** - iterations done.
+    """
+
+    history: dict
+    method_state: Any
+    checkpoint: dict
+    step: int
+
+
+def _sampler_of(method: Any, energy: nn.Module) -> Any:
+    sampler = getattr(method, "sampler", None)
+    if sampler is None or isinstance(sampler, BlockGibbs):
+        if not isinstance(energy, RBM):
+            raise ValueError(
+                f"{type(method).__name__}: give sampler= (a pyro_ext kernel such as "
+                "px.DMALA(step_size=0.2)); block Gibbs needs the RBM energy."
+            )
+        return BlockGibbs()
+    if not isinstance(sampler, DiscreteKernel):
+        raise ValueError(
+            f"{type(method).__name__}: sampler must be a pyro_ext kernel or BlockGibbs(), got "
+            f"{sampler!r}."
+        )
+    return sampler
+
+
+def _block_gibbs(energy: RBM, x: torch.Tensor, num_steps: int) -> torch.Tensor:
+    params = energy.rbm_params()
+    num_hidden = params.weights.shape[1]
+    for _ in range(num_steps):
+        x = core.rbm_visible_sweep(
+            params, x, torch.rand(x.shape[0], num_hidden), torch.rand_like(x)
+        )
+    return x
+
+
+def _kernel_steps(kernel: DiscreteKernel, energy: nn.Module, x: torch.Tensor, num_steps: int):
+    """``num_steps`` steps of ``kernel``'s spec on each chain (a Python loop over chains):
+    ``(x, mean accept_prob)``."""
+    spec = kernel._spec
+    dim = x.shape[-1]
+    sites = Sites(("x",), (dk.Binary(),), (False,))
+    spec.check_sites(sites, dim)
+    like = torch.ones((), dtype=x.dtype)
+    shapes = spec.noise_shapes(sites, [(dim,)])
+
+    def local_fn(leaves: tuple) -> tuple:
+        z = leaves[0].to(x.dtype).detach().requires_grad_(True)
+        f = -energy(z[None])[0]
+        (g,) = torch.autograd.grad(f, z)
+        return f.detach(), (g,)
+
+    out, accept = [], 0.0
+    for chain_x in x.to(torch.long):
+        adapt = spec.adapt_init(like, 0, dim, PYTHON_CONTROL)
+        f, local = local_fn((chain_x,))
+        chain = dk.ChainState((chain_x,), f, local)
+        for i in range(num_steps):
+            params = spec.parameters(adapt)
+            chain, info = spec.step(chain, draw_noise(shapes, like), params, adapt, sites, local_fn)
+            adapt = spec.adapt_update(adapt, info, params, i, 0, PYTHON_CONTROL)
+            accept += float(info.accept_prob)
+        out.append(chain.x[0])
+    return torch.stack(out).to(x.dtype), accept / (len(out) * num_steps)
+
+
+def _ucd_start_noise(chains: int, m: int, n: int) -> tuple:
+    """Uniforms of UCD's start: ``h_0`` (C, n), the first sweep's visible (C, m) and hidden
+    (C, n)."""
+    return torch.rand(chains, n), torch.rand(chains, m), torch.rand(chains, n)
+
+
+def _ucd_step_noise(t: int, chains: int, m: int, n: int, tries: int) -> tuple:
+    """Uniforms of coupled step ``t`` in the order of
+    :func:`discrete_kernels.ebm.rbm_coupled_gibbs_step`."""
+    shapes = ((chains,), (chains, m), (tries, chains, 2), (tries, chains, m), (chains, n))
+    return tuple(torch.rand(*s) for s in shapes)
+
+
+def _ucd_negative(method: UCD, energy: RBM, batch: torch.Tensor):
+    """UCD's surrogate for the model term (its gradient estimates ``E_model[grad E]``
+    unbiasedly) and the meeting statistics."""
+    chains, m = batch.shape
+    with torch.no_grad():
+        params = core.RBMParams(*(p.detach() for p in energy.rbm_params()))
+        n = params.weights.shape[1]
+        u_h0, u_v1, u_h1 = _ucd_start_noise(chains, m, n)
+        start = core.RBMState(
+            batch, core.bernoulli_from_uniform(core.rbm_hidden_logits(params, batch), u_h0)
+        )
+        xi = core.rbm_gibbs_step(params, start, u_v1, u_h1)
+        eta = start
+    k = method.k
+    met = torch.zeros(chains, dtype=torch.bool)
+    surrogate = torch.zeros(())
+    if k == 0:
+        surrogate = surrogate + energy(batch).sum() / chains
+    met = core.same_state(xi.visible, eta.visible) & core.same_state(xi.hidden, eta.hidden)
+    tau = torch.where(met, 1, 0)
+    rejections = torch.zeros(chains, dtype=torch.int32)
+    tries_capped, t = 0, 1
+    while True:
+        w_xi, w_eta = core.ucd_weights(t, k, met)
+        if bool((w_xi != 0).any() | (w_eta != 0).any()):
+            term = w_xi * energy(xi.visible) - w_eta * energy(eta.visible)
+            surrogate = surrogate + term.sum() / chains
+        if (t >= k and bool(met.all())) or t >= method.max_time:
+            break
+        t += 1
+        with torch.no_grad():
+            noise = _ucd_step_noise(t, chains, m, n, method.max_tries)
+            xi, eta, info = core.rbm_coupled_gibbs_step(params, xi, eta, *noise)
+        newly = ~met & core.same_state(xi.visible, eta.visible)
+        newly = newly & core.same_state(xi.hidden, eta.hidden)
+        tau = torch.where(newly, t, tau)
+        rejections = rejections + torch.where(met, 0, info.rejections)
+        tries_capped += int((~met & info.capped).sum())
+        met = met | newly
+    tau = torch.where(met, tau, t)
+    info_out = {
+        "meeting_time": float(tau.float().mean()),
+        "time_capped": int((~met).sum()),
+        "rejections": float(rejections.float().mean()),
+        "tries_capped": tries_capped,
+    }
+    return surrogate, info_out
+
+
+def train(
+    energy: nn.Module,
+    data: Any,
+    *,
+    optimizer: torch.optim.Optimizer,
+    method: Any,
+    num_steps: int,
+    batch_size: int = 100,
+    evaluate: Callable[[nn.Module], float] | None = None,
+    eval_every: int = 100,
+    progress_bar: bool = True,
+    resume: EBMResult | None = None,
+) -> EBMResult:
+    """Train ``energy`` (in place) on binary ``data`` (N, d) by ``method``; options as
+    :func:`numpyro_ext.ebm.train` (``evaluate(energy)`` instead of ``evaluate(params)``)."""
+    from tqdm.auto import trange
+
+    check_method(method)
+    num_steps = check_int("train", "num_steps", num_steps, minimum=0)
+    batch_size = check_int("train", "batch_size", batch_size, minimum=1)
+    data = torch.as_tensor(np.asarray(data), dtype=torch.get_default_dtype())
+    if data.ndim != 2 or not bool(((data == 0) | (data == 1)).all()):
+        raise ValueError("train: data must be a (N, d) array of 0/1 values.")
+    if isinstance(method, UCD) and not isinstance(energy, RBM):
+        raise ValueError("UCD couples block Gibbs chains of an RBM: energy must be ebm.RBM.")
+    sampler = None if isinstance(method, UCD) else _sampler_of(method, energy)
+    num_data = data.shape[0]
+    num_chains = batch_size
+    if isinstance(method, PCD) and method.num_chains is not None:
+        num_chains = method.num_chains
+    if resume is not None:
+        energy.load_state_dict(resume.checkpoint["energy"])
+        optimizer.load_state_dict(resume.checkpoint["optimizer"])
+        torch.set_rng_state(resume.checkpoint["rng_state"])
+        buffer, done, history = resume.method_state, resume.step, dict(resume.history)
+    else:
+        buffer = None
+        if isinstance(method, PCD):
+            buffer = data[torch.randint(0, num_data, (num_chains,))]
+        done, history = 0, {}
+    records: dict[str, list] = {}
+    objective = math.nan
+    bar = trange(num_steps, disable=not progress_bar, desc="EBM")
+    for i in bar:
+        batch = data[torch.randint(0, num_data, (batch_size,))]
+        info: dict = {"accept_prob": math.nan}
+        if isinstance(method, UCD):
+            assert isinstance(energy, RBM)  # checked above
+            negative, ucd_info = _ucd_negative(method, energy, batch)
+            info.update(ucd_info)
+        else:
+            if isinstance(method, CD):
+                start, steps = batch, method.k
+            else:
+                restart = torch.rand(num_chains) < method.reinit_prob
+                fresh = data[torch.randint(0, num_data, (num_chains,))]
+                start, steps = torch.where(restart[:, None], fresh, buffer), method.steps
+            if isinstance(sampler, BlockGibbs):
+                with torch.no_grad():
+                    samples = _block_gibbs(energy, start, steps)  # type: ignore[arg-type]
+            else:
+                assert isinstance(sampler, DiscreteKernel)
+                samples, info["accept_prob"] = _kernel_steps(sampler, energy, start, steps)
+            if isinstance(method, PCD):
+                buffer = samples
+            negative = energy(samples.detach()).mean()
+        positive = energy(batch).mean()
+        optimizer.zero_grad()
+        (positive - negative).backward()
+        optimizer.step()
+        info["energy_gap"] = float((positive - negative).detach())
+        step = done + i + 1
+        value = math.nan
+        if evaluate is not None and (step % eval_every == 0 or i == num_steps - 1):
+            value = objective = float(evaluate(energy))
+        for name, x in {**info, "objective": value}.items():
+            records.setdefault(name, []).append(float(x))
+        if progress_bar and (i % 10 == 0 or i == num_steps - 1):
+            bar.set_postfix(objective=f"{objective:.4g}", gap=f"{info['energy_gap']:.3g}")
+    for name, values in records.items():
+        history[name] = np.concatenate([history.get(name, np.zeros(0)), np.asarray(values)])
+    checkpoint = {
+        "energy": {k: v.clone() for k, v in energy.state_dict().items()},
+        "optimizer": copy.deepcopy(optimizer.state_dict()),
+        "rng_state": torch.get_rng_state(),
+    }
+    return EBMResult(history, buffer, checkpoint, done + num_steps)

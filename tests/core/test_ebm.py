@@ -1,0 +1,197 @@
+"""EBM core (numpy): exact RBM quantities, maximal couplings and the UCD estimator.
+
+Each Monte Carlo check is a z-test on a mean with a known standard error; its power is shown
+on a deliberately wrong variant in the same test."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from discrete_kernels import ebm
+
+RNG_PARAMS = np.random.default_rng(3)
+M, N = 4, 3
+PARAMS = ebm.RBMParams(
+    RNG_PARAMS.normal(scale=0.8, size=(M, N)),
+    RNG_PARAMS.normal(scale=0.5, size=M),
+    RNG_PARAMS.normal(scale=0.5, size=N),
+)
+
+
+def brute_force_log_joint(params):
+    """All (v, h) with ``-E(v, h)``."""
+    states, values = [], []
+    for v in itertools.product((0, 1), repeat=params.weights.shape[0]):
+        for h in itertools.product((0, 1), repeat=params.weights.shape[1]):
+            v_, h_ = np.array(v, float), np.array(h, float)
+            values.append(
+                v_ @ params.visible_bias + v_ @ params.weights @ h_ + h_ @ params.hidden_bias
+            )
+            states.append((v_, h_))
+    return states, np.array(values)
+
+
+def model_visible_mean(params):
+    states, values = brute_force_log_joint(params)
+    w = np.exp(values - values.max())
+    w /= w.sum()
+    return sum(wi * v for wi, (v, _) in zip(w, states))
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_log_partition_and_likelihood_equal_brute_force(transpose):
+    params = PARAMS
+    if transpose:  # enumerate the other layer
+        params = ebm.RBMParams(PARAMS.weights.T, PARAMS.hidden_bias, PARAMS.visible_bias)
+    _, values = brute_force_log_joint(params)
+    log_z = np.log(np.sum(np.exp(values)))
+    np.testing.assert_allclose(ebm.rbm_log_partition(params), log_z, rtol=1e-12)
+    data = np.array([[1, 0, 1, 1][: params.weights.shape[0]], [0] * params.weights.shape[0]], float)
+    # log p(v) = log sum_h exp(-E(v, h)) - log Z
+    states, _ = brute_force_log_joint(params)
+    expected = []
+    for v in data:
+        rows = [val for (sv, _), val in zip(states, values) if np.array_equal(sv, v)]
+        expected.append(np.log(np.sum(np.exp(rows))) - log_z)
+    np.testing.assert_allclose(ebm.rbm_log_likelihood(params, data), np.mean(expected), rtol=1e-12)
+
+
+def _coupling_draws(log_p, log_q, num, tries, rng):
+    k = log_p.shape[-1]
+    return ebm.maximal_coupling(
+        np.broadcast_to(log_p, (num, k)),
+        np.broadcast_to(log_q, (num, k)),
+        rng.uniform(size=num),
+        rng.uniform(size=(tries + 1, num)),
+        rng.uniform(size=(tries, num)),
+    )
+
+
+def test_maximal_coupling_has_the_marginals_and_meets_with_probability_one_minus_tv():
+    rng = np.random.default_rng(0)
+    p = np.array([0.5, 0.3, 0.15, 0.05])
+    q = np.array([0.2, 0.3, 0.2, 0.3])
+    num = 200_000
+    x, y, info = _coupling_draws(np.log(p), np.log(q), num, 30, rng)
+    assert not info.capped.any()  # 30 tries: P(cap) < 0.6^30
+    for draws, probs in ((x, p), (y, q)):
+        freq = np.bincount(draws, minlength=4) / num
+        se = np.sqrt(probs * (1 - probs) / num)
+        assert np.all(np.abs(freq - probs) < 5 * se), (freq, probs)
+    meet = 1 - 0.5 * np.abs(p - q).sum()
+    se = np.sqrt(meet * (1 - meet) / num)
+    assert abs(np.mean(x == y) - meet) < 5 * se
+    assert np.array_equal(info.met, x == y)
+    # power: independent draws have the marginals but meet far less often
+    independent = (x == rng.permutation(y)).mean()
+    assert abs(independent - meet) > 20 * se
+
+
+def rbm_kernel_visible(params, hidden):
+    """p(v | h) over all 2^M visible vectors, rows in itertools order."""
+    logits = ebm.rbm_visible_logits(params, hidden)
+    vs = np.array(list(itertools.product((0, 1), repeat=M)), float)
+    return vs, np.exp(ebm.bernoulli_log_prob(logits, vs))
+
+
+def test_coupled_rbm_step_has_the_gibbs_marginals_and_maximal_meeting():
+    rng = np.random.default_rng(1)
+    num, tries = 100_000, 40
+    xi = ebm.RBMState(np.tile([1.0, 0, 1, 0], (num, 1)), np.tile([1.0, 0, 1], (num, 1)))
+    eta = ebm.RBMState(np.tile([0.0, 0, 1, 1], (num, 1)), np.tile([0.0, 1, 1], (num, 1)))
+    new_xi, new_eta, info = ebm.rbm_coupled_gibbs_step(
+        PARAMS,
+        xi,
+        eta,
+        rng.uniform(size=num),
+        rng.uniform(size=(num, M)),
+        rng.uniform(size=(tries, num, 2)),
+        rng.uniform(size=(tries, num, M)),
+        rng.uniform(size=(num, N)),
+    )
+    assert info.capped.mean() < 1e-3
+    vs, p = rbm_kernel_visible(PARAMS, xi.hidden[0])
+    _, q = rbm_kernel_visible(PARAMS, eta.hidden[0])
+    codes = 2 ** np.arange(M)[::-1]
+    index = {int(v @ codes): i for i, v in enumerate(vs)}
+    for state, probs in ((new_xi, p), (new_eta, q)):
+        counts = np.bincount([index[int(c)] for c in state.visible @ codes], minlength=len(vs))
+        se = np.sqrt(probs * (1 - probs) / num) + 1e-12
+        assert np.all(np.abs(counts / num - probs) < 5 * se + 1e-4)
+    meet = 1 - 0.5 * np.abs(p - q).sum()
+    se = np.sqrt(meet * (1 - meet) / num)
+    met = np.all(new_xi.visible == new_eta.visible, axis=1)
+    assert abs(met.mean() - meet) < 5 * se
+    # common hidden uniforms: met visibles give equal hiddens
+    assert np.all(new_xi.hidden[met] == new_eta.hidden[met])
+    # hidden given visible is p(h | v)
+    on = new_xi.visible @ codes == int(vs[3] @ codes)
+    expected_h = 1 / (1 + np.exp(-ebm.rbm_hidden_logits(PARAMS, vs[3])))
+    se_h = np.sqrt(expected_h * (1 - expected_h) / on.sum())
+    assert np.all(np.abs(new_xi.hidden[on].mean(axis=0) - expected_h) < 5 * se_h)
+
+
+def ucd_estimates(params, start, k, rng, max_time=200, tries=10, correct=True):
+    """UCD estimates of E_model[v], one per row of ``start`` (C, M), with numpy noise."""
+    chains = start.shape[0]
+    m, n = params.weights.shape
+    h0 = ebm.bernoulli_from_uniform(
+        ebm.rbm_hidden_logits(params, start), rng.uniform(size=(chains, n))
+    )
+    eta = ebm.RBMState(start, h0)
+    xi = ebm.rbm_gibbs_step(
+        params, eta, rng.uniform(size=(chains, m)), rng.uniform(size=(chains, n))
+    )
+    total = np.zeros((chains, m))
+    if k == 0:
+        total += start
+    met = np.all(xi.visible == eta.visible, 1) & np.all(xi.hidden == eta.hidden, 1)
+    t = 1
+    while True:
+        w_xi, w_eta = ebm.ucd_weights(t, k, met)
+        if not correct:
+            w_xi, w_eta = np.full(chains, float(t == k)), np.zeros(chains)
+        total += w_xi[:, None] * xi.visible - w_eta[:, None] * eta.visible
+        if (t >= k and met.all()) or t >= max_time:
+            break
+        t += 1
+        xi, eta, _ = ebm.rbm_coupled_gibbs_step(
+            params,
+            xi,
+            eta,
+            rng.uniform(size=chains),
+            rng.uniform(size=(chains, m)),
+            rng.uniform(size=(tries, chains, 2)),
+            rng.uniform(size=(tries, chains, m)),
+            rng.uniform(size=(chains, n)),
+        )
+        met = met | (np.all(xi.visible == eta.visible, 1) & np.all(xi.hidden == eta.hidden, 1))
+    assert met.all()
+    return total
+
+
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_ucd_estimator_is_unbiased_for_the_model_expectation(k):
+    """Started at a data point far from the model, the UCD estimates of E_model[v] average to
+    the exact value; the same run without the correction terms (CD-k) is biased and fails."""
+    rng = np.random.default_rng(10 + k)
+    params = ebm.RBMParams(PARAMS.weights * 2.0, PARAMS.visible_bias, PARAMS.hidden_bias)
+    exact = model_visible_mean(params)
+    start = np.tile([0.0, 1, 0, 1], (12_000, 1))
+    estimates = ucd_estimates(params, start, k, rng)
+    z = (estimates.mean(0) - exact) / (estimates.std(0) / np.sqrt(len(estimates)))
+    assert np.all(np.abs(z) < 5), z
+    biased = ucd_estimates(params, start, max(k, 1), np.random.default_rng(99), correct=False)
+    z_biased = (biased.mean(0) - exact) / (biased.std(0) / np.sqrt(len(biased)))
+    assert np.max(np.abs(z_biased)) > 8, z_biased
+
+
+def test_ucd_weights():
+    met = np.array([False, True])
+    w_xi, w_eta = ebm.ucd_weights(1, 1, met)  # f(xi_k) for every chain, no correction yet
+    np.testing.assert_array_equal(w_xi, [1, 1])
+    np.testing.assert_array_equal(w_eta, [0, 0])
+    w_xi, w_eta = ebm.ucd_weights(2, 1, met)
+    np.testing.assert_array_equal(w_xi, [1, 0])
+    np.testing.assert_array_equal(w_eta, [1, 0])

@@ -1,0 +1,94 @@
+"""Monte Carlo checks shared by the tests of every adapter (numpy only: the Pyro tests run
+without JAX or NumPyro installed)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _autocovariance(x: np.ndarray) -> np.ndarray:
+    """Biased autocovariance along axis 1 (draws) of (chains, draws, ...), by FFT."""
+    n = x.shape[1]
+    centred = np.moveaxis(x - x.mean(axis=1, keepdims=True), 1, -1).astype(np.float64)
+    spectrum = np.fft.rfft(centred, n=2 * n, axis=-1)
+    acov = np.fft.irfft(spectrum * np.conj(spectrum), n=2 * n, axis=-1)[..., :n] / n
+    return np.moveaxis(acov, -1, 1)
+
+
+def effective_sample_size(x: np.ndarray) -> np.ndarray:
+    """ESS of (chains, draws, ...) per statistic: the multi-chain autocorrelation of the Stan
+    reference manual, summed over Geyer's initial positive and monotone sequence."""
+    x = np.asarray(x, dtype=np.float64)
+    chains, n = x.shape[:2]
+    within = x.var(axis=1, ddof=1).mean(axis=0)
+    between = x.mean(axis=1).var(axis=0, ddof=1) if chains > 1 else 0.0
+    pooled = within * (n - 1) / n + between
+    if chains == 1:  # one chain: the biased variance on both sides (rho_0 = 1 exactly)
+        within = pooled
+    rho = 1.0 - (within - _autocovariance(x).mean(axis=0)) / pooled
+    rho[0] = 1.0
+    pairs = rho[:-1:2] + rho[1::2]
+    pairs[1:] = np.minimum.accumulate(np.clip(pairs[1:], 0.0, None), axis=0)
+    return chains * n / (2.0 * pairs.sum(axis=0) - 1.0)
+
+
+def assert_mc_close(samples: np.ndarray, expected: np.ndarray, num_se: float = 5.0):
+    """``samples`` (chains, draws, k): chain-pooled means within ``num_se`` MC standard errors.
+
+    The standard error uses the effective sample size of each statistic, floored at 1e-3 so
+    that statistics with no spread (sd 0) still need to match closely.
+    """
+    samples = np.asarray(samples, dtype=np.float64)
+    mean = samples.mean(axis=(0, 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ess = np.asarray(effective_sample_size(samples))
+    ess = np.where(np.isfinite(ess), ess, 1.0)  # a constant statistic has no ESS
+    sd = samples.std(axis=(0, 1))
+    se = np.maximum(sd / np.sqrt(np.maximum(ess, 1.0)), 1e-3)
+    z = np.abs(mean - expected) / se
+    assert np.all(z < num_se), f"max z {z.max():.2f} at {np.argmax(z)}: {mean} vs {expected}"
+    return z
+
+
+def ising_weights(side: int) -> np.ndarray:
+    """Adjacency of a ``side x side`` lattice with open boundaries, shape (d, d)."""
+    d = side * side
+    w = np.zeros((d, d))
+    for r in range(side):
+        for c in range(side):
+            i = r * side + c
+            if c + 1 < side:
+                w[i, i + 1] = w[i + 1, i] = 1.0
+            if r + 1 < side:
+                w[i, i + side] = w[i + side, i] = 1.0
+    return w
+
+
+def mixed_model_exact(y) -> tuple[np.ndarray, float, float]:
+    """Exact ``E z``, ``E mu`` and ``E mu^2`` of the mixed test model: ``z_j ~ Bernoulli(0.4)``
+    (3,), ``mu ~ N(0, 1)``, ``y_k ~ N(mu + (1, -2, 1.5) . z, 1)`` (conjugate in ``mu``)."""
+    import itertools
+
+    weights = np.array([1.0, -2.0, 1.5])
+    ys = np.asarray(y, dtype=np.float64)
+    n = ys.shape[0]
+    post = []
+    for z in itertools.product((0, 1), repeat=3):
+        z = np.array(z, dtype=float)
+        shift = weights @ z
+        prec = 1.0 + n
+        mean = np.sum(ys - shift) / prec
+        log_marg = (
+            -0.5 * np.sum((ys - shift) ** 2)
+            + 0.5 * mean**2 * prec
+            - 0.5 * np.log(prec)
+            + np.sum(z * np.log(0.4) + (1 - z) * np.log(0.6))
+        )
+        post.append((z, mean, 1.0 / prec, log_marg))
+    lm = np.array([p[3] for p in post])
+    w = np.exp(lm - lm.max())
+    w /= w.sum()
+    mean_z = sum(wi * p[0] for wi, p in zip(w, post))
+    mean_mu = sum(wi * p[1] for wi, p in zip(w, post))
+    second_mu = sum(wi * (p[2] + p[1] ** 2) for wi, p in zip(w, post))
+    return mean_z, float(mean_mu), float(second_mu)

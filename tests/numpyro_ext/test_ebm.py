@@ -1,0 +1,167 @@
+"""numpyro_ext.ebm: the JAX trainer's negative phases against exact RBM expectations, AIS
+against the exact log partition function, learning, resuming, and input errors."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import numpyro_ext as nx
+from discrete_kernels import ebm as core
+from numpyro_ext import ebm
+
+
+def bars_and_stripes(side: int = 4) -> np.ndarray:
+    rows = set()
+    for bits in itertools.product((0, 1), repeat=side):
+        image = np.repeat(np.array(bits)[:, None], side, axis=1)
+        rows.add(tuple(image.ravel()))
+        rows.add(tuple(image.T.ravel()))
+    return np.array(sorted(rows), np.float32)
+
+
+def small_rbm(m=5, n=3, scale=1.0, seed=0):
+    rng = np.random.default_rng(seed)
+    return core.RBMParams(
+        jnp.asarray(rng.normal(scale=scale, size=(m, n)), jnp.float32),
+        jnp.asarray(rng.normal(scale=0.5, size=m), jnp.float32),
+        jnp.asarray(rng.normal(scale=0.5, size=n), jnp.float32),
+    )
+
+
+def exact_negative_grad(params):
+    """E_model[grad F(v)] = -grad log Z."""
+    return jax.tree.map(jnp.negative, jax.grad(core.rbm_log_partition)(params))
+
+
+def test_ucd_negative_phase_is_unbiased_and_cd1_is_not():
+    params = small_rbm()
+    rbm = ebm.RBM(5, 3)
+    exact = exact_negative_grad(params)
+    batch = jnp.tile(jnp.array([1.0, 1, 0, 0, 1]), (4000, 1))  # far from the model
+    ucd = ebm.UCD(k=1, max_time=200, max_tries=30)
+    run = jax.jit(lambda key: ebm._ucd_negative(ucd, rbm, params, batch, key))
+    grads, capped = [], 0
+    for i in range(20):
+        _, grad, info = run(jax.random.key(i))
+        grads.append(np.concatenate([np.ravel(g) for g in grad]))
+        capped += int(info["time_capped"])
+    grads = np.array(grads)
+    flat_exact = np.concatenate([np.ravel(g) for g in exact])
+    z = (grads.mean(0) - flat_exact) / (grads.std(0, ddof=1) / np.sqrt(len(grads)))
+    assert capped == 0
+    assert np.all(np.abs(z) < 5), z
+    # power: CD-1 from the same batch is biased
+    samples, _ = ebm._advance(ebm.BlockGibbs(), rbm, params, batch, jax.random.key(0), 1, 5)
+    _, cd_grad = ebm._mean_energy_grad(rbm, params, samples)
+    flat_cd = np.concatenate([np.ravel(g) for g in cd_grad])
+    assert np.max(np.abs(flat_cd - flat_exact) / (grads.std(0, ddof=1) / np.sqrt(20))) > 10
+
+
+def test_ais_agrees_with_the_exact_log_partition_function():
+    params = small_rbm(m=8, n=4, scale=0.7, seed=1)
+    rbm = ebm.RBM(8, 4)
+    exact = float(core.rbm_log_partition(params))
+    estimate, se = ebm.ais_log_partition(
+        rbm,
+        params,
+        jax.random.key(0),
+        sampler=nx.DMALA(step_size=1.0),
+        base_logits=jnp.zeros(8),
+        num_chains=200,
+        num_temperatures=200,
+    )
+    assert 0 < se < 0.1
+    assert abs(estimate - exact) < 4 * se + 0.02, (estimate, exact, se)
+
+
+@pytest.mark.parametrize(
+    "method",
+    [ebm.CD(1), ebm.PCD(), ebm.UCD(), ebm.PCD(sampler=nx.DMALA(step_size=0.5))],
+    ids=["CD-1", "PCD-gibbs", "UCD", "PCD-DMALA"],
+)
+def test_training_raises_the_exact_log_likelihood(method):
+    data = bars_and_stripes()
+    rbm = ebm.RBM(16, 8)
+    params = rbm.init(jax.random.key(0), scale=0.1)
+    start = float(rbm.log_likelihood(params, data))
+    result = ebm.train(
+        rbm,
+        params,
+        data,
+        optimizer=optax.adam(0.05),
+        method=method,
+        num_steps=60,
+        batch_size=100,
+        rng_key=jax.random.key(1),
+        evaluate=lambda p: rbm.log_likelihood(p, data),
+        eval_every=60,
+        progress_bar=False,
+    )
+    assert result.history["objective"][-1] > start + 0.5
+    assert result.step == 60 and len(result.history["energy_gap"]) == 60
+    if isinstance(method, ebm.UCD):
+        assert 1.0 <= np.mean(result.history["meeting_time"]) < 20
+
+
+def test_resume_is_bit_identical():
+    data = bars_and_stripes()
+    rbm = ebm.RBM(16, 4)
+    params = rbm.init(jax.random.key(0))
+    options = dict(
+        optimizer=optax.adam(0.01),
+        method=ebm.PCD(steps=2, reinit_prob=0.1),
+        batch_size=20,
+        progress_bar=False,
+    )
+    whole = ebm.train(rbm, params, data, num_steps=6, rng_key=jax.random.key(3), **options)
+    half = ebm.train(rbm, params, data, num_steps=3, rng_key=jax.random.key(3), **options)
+    rest = ebm.train(rbm, None, data, num_steps=3, resume=half, **options)
+    for a, b in zip(jax.tree.leaves(whole.params), jax.tree.leaves(rest.params)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(whole.method_state, rest.method_state)
+    np.testing.assert_array_equal(whole.history["energy_gap"], rest.history["energy_gap"])
+
+
+def test_other_energies_train_with_a_library_kernel():
+    rng = np.random.default_rng(0)
+    data = (rng.uniform(size=(64, 9)) < 0.3).astype(np.float32)
+    for energy in (ebm.IsingEnergy(3), ebm.MLPEnergy(9, (8,))):
+        params = energy.init(jax.random.key(0))
+        result = ebm.train(
+            energy,
+            params,
+            data,
+            optimizer=optax.adam(0.01),
+            method=ebm.PCD(sampler=nx.GWG(), steps=2),
+            num_steps=5,
+            batch_size=16,
+            rng_key=jax.random.key(0),
+            progress_bar=False,
+        )
+        assert np.all(np.isfinite(result.history["energy_gap"]))
+        assert np.all((result.method_state == 0) | (result.method_state == 1))
+
+
+def test_errors_name_the_argument():
+    data = bars_and_stripes()
+    ising = ebm.IsingEnergy(4)
+    params = ising.init(jax.random.key(0))
+    common = dict(optimizer=optax.sgd(0.1), num_steps=1, rng_key=jax.random.key(0))
+    with pytest.raises(ValueError, match="UCD couples block Gibbs chains of an RBM"):
+        ebm.train(ising, params, data, method=ebm.UCD(), **common)
+    with pytest.raises(ValueError, match="give sampler="):
+        ebm.train(ising, params, data, method=ebm.PCD(), **common)
+    with pytest.raises(ValueError, match="k must be an integer >= 1"):
+        ebm.train(ising, params, data, method=ebm.CD(0), **common)
+    with pytest.raises(ValueError, match="reinit_prob"):
+        ebm.train(ising, params, data, method=ebm.PCD(sampler=nx.GWG(), reinit_prob=2), **common)
+    with pytest.raises(ValueError, match="data must be a \\(N, d\\) array of 0/1"):
+        ebm.train(ising, params, data * 2, method=ebm.CD(1, sampler=nx.GWG()), **common)
+    with pytest.raises(ValueError, match="run it in MCMC"):
+        from numpyro.infer import MCMC
+
+        MCMC(nx.DMALA(), num_warmup=1, num_samples=1).run(jax.random.key(0))

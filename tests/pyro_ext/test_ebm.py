@@ -1,0 +1,162 @@
+"""pyro_ext.ebm: the torch trainer learns, resumes bit for bit, refuses bad input, and gives
+the same UCD estimate as the JAX trainer from the same noise."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import pyro_ext as px
+from discrete_kernels import ebm as core
+from pyro_ext import ebm
+
+
+def bars_and_stripes(side: int = 4) -> np.ndarray:
+    rows = set()
+    for bits in itertools.product((0, 1), repeat=side):
+        image = np.repeat(np.array(bits)[:, None], side, axis=1)
+        rows.add(tuple(image.ravel()))
+        rows.add(tuple(image.T.ravel()))
+    return np.array(sorted(rows), np.float32)
+
+
+@pytest.mark.parametrize(
+    "method",
+    [ebm.CD(1), ebm.PCD(), ebm.UCD(), ebm.PCD(sampler=px.DMALA(step_size=0.5), steps=3)],
+    ids=["CD-1", "PCD-gibbs", "UCD", "PCD-DMALA"],
+)
+def test_training_raises_the_exact_log_likelihood(method):
+    torch.manual_seed(0)
+    data = torch.as_tensor(bars_and_stripes())
+    rbm = ebm.RBM(16, 8, scale=0.1)
+    start = float(rbm.log_likelihood(data))
+    batch = (
+        20 if isinstance(method.sampler if hasattr(method, "sampler") else None, px.DMALA) else 100
+    )
+    result = ebm.train(
+        rbm,
+        data,
+        optimizer=torch.optim.Adam(rbm.parameters(), lr=0.1),
+        method=method,
+        num_steps=40,
+        batch_size=batch,
+        evaluate=lambda m: m.log_likelihood(data),
+        eval_every=40,
+        progress_bar=False,
+    )
+    assert result.history["objective"][-1] > start + 0.2
+    if isinstance(method, ebm.UCD):
+        assert 1.0 <= np.mean(result.history["meeting_time"]) < 20
+
+
+def test_resume_is_bit_identical():
+    data = bars_and_stripes()
+
+    def fresh():
+        torch.manual_seed(0)
+        rbm = ebm.RBM(16, 4)
+        return rbm, torch.optim.Adam(rbm.parameters(), lr=0.01)
+
+    options = dict(method=ebm.PCD(steps=2, reinit_prob=0.1), batch_size=20, progress_bar=False)
+    rbm, opt = fresh()
+    whole = ebm.train(rbm, data, optimizer=opt, num_steps=6, **options)
+    rbm2, opt2 = fresh()
+    half = ebm.train(rbm2, data, optimizer=opt2, num_steps=3, **options)
+    torch.rand(5)  # the generator moves on in between: resume restores it
+    rbm3, opt3 = fresh()
+    rest = ebm.train(rbm3, data, optimizer=opt3, num_steps=3, resume=half, **options)
+    for a, b in zip(rbm.parameters(), rbm3.parameters()):
+        assert torch.equal(a, b)
+    assert torch.equal(whole.method_state, rest.method_state)
+    np.testing.assert_array_equal(whole.history["energy_gap"], rest.history["energy_gap"])
+
+
+def test_errors_name_the_argument():
+    data = bars_and_stripes()
+    ising = ebm.IsingEnergy(4)
+    opt = torch.optim.SGD(ising.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="UCD couples block Gibbs chains of an RBM"):
+        ebm.train(ising, data, optimizer=opt, method=ebm.UCD(), num_steps=1)
+    with pytest.raises(ValueError, match="give sampler="):
+        ebm.train(ising, data, optimizer=opt, method=ebm.PCD(), num_steps=1)
+    with pytest.raises(ValueError, match="max_time must be an integer >= 2"):
+        ebm.train(ising, data, optimizer=opt, method=ebm.UCD(max_time=1), num_steps=1)
+
+
+def test_other_energies_train_with_a_library_kernel():
+    torch.manual_seed(0)
+    data = (torch.rand(64, 9) < 0.3).float()
+    for energy in (ebm.IsingEnergy(3), ebm.MLPEnergy(9, (8,))):
+        result = ebm.train(
+            energy,
+            data,
+            optimizer=torch.optim.Adam(energy.parameters(), lr=0.01),
+            method=ebm.PCD(sampler=px.GWG(), steps=2),
+            num_steps=3,
+            batch_size=8,
+            progress_bar=False,
+        )
+        assert np.all(np.isfinite(result.history["energy_gap"]))
+
+
+def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
+    """Same RBM, batch and uniforms: the JAX and torch UCD negative phases give the same
+    gradient estimate and meeting statistics."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    from numpyro_ext import ebm as nebm
+
+    rng = np.random.default_rng(0)
+    m, n, chains, tries, max_time = 6, 4, 50, 8, 40
+    weights = rng.normal(scale=0.8, size=(m, n)).astype(np.float32)
+    vb = rng.normal(scale=0.3, size=m).astype(np.float32)
+    hb = rng.normal(scale=0.3, size=n).astype(np.float32)
+    batch = (rng.uniform(size=(chains, m)) < 0.5).astype(np.float32)
+    start = [
+        rng.uniform(size=s).astype(np.float32) for s in ((chains, n), (chains, m), (chains, n))
+    ]
+    steps = [
+        [
+            rng.uniform(size=s).astype(np.float32)
+            for s in ((chains,), (chains, m), (tries, chains, 2), (tries, chains, m), (chains, n))
+        ]
+        for _ in range(max_time + 1)
+    ]
+    stacked = [np.stack([s[j] for s in steps]) for j in range(5)]
+    method = core.UCD(k=1, max_time=max_time, max_tries=tries)
+
+    # torch
+    monkeypatch.setattr(
+        ebm, "_ucd_start_noise", lambda c, m_, n_: tuple(torch.as_tensor(a) for a in start)
+    )
+    monkeypatch.setattr(
+        ebm, "_ucd_step_noise", lambda t, c, m_, n_, k_: tuple(torch.as_tensor(a) for a in steps[t])
+    )
+    rbm = ebm.RBM(m, n)
+    with torch.no_grad():
+        rbm.weights.copy_(torch.as_tensor(weights))
+        rbm.visible_bias.copy_(torch.as_tensor(vb))
+        rbm.hidden_bias.copy_(torch.as_tensor(hb))
+    surrogate, t_info = ebm._ucd_negative(method, rbm, torch.as_tensor(batch))
+    surrogate.backward()
+    t_grad = [rbm.weights.grad.numpy(), rbm.visible_bias.grad.numpy(), rbm.hidden_bias.grad.numpy()]
+
+    # jax
+    monkeypatch.setattr(
+        nebm, "_ucd_start_noise", lambda key, c, m_, n_: (key, tuple(jnp.asarray(a) for a in start))
+    )
+    monkeypatch.setattr(
+        nebm,
+        "_ucd_step_noise",
+        lambda key, t, c, m_, n_, k_: (key, tuple(jnp.asarray(a)[t] for a in stacked)),
+    )
+    params = core.RBMParams(jnp.asarray(weights), jnp.asarray(vb), jnp.asarray(hb))
+    value, j_grad, j_info = nebm._ucd_negative(
+        method, nebm.RBM(m, n), params, jnp.asarray(batch), jax.random.key(0)
+    )
+    assert t_info["time_capped"] == 0 and int(j_info["time_capped"]) == 0
+    np.testing.assert_allclose(float(j_info["meeting_time"]), t_info["meeting_time"], rtol=1e-6)
+    for a, b in zip(j_grad, t_grad):
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(float(value), float(surrogate.detach()), rtol=1e-4, atol=1e-5)
