@@ -158,7 +158,6 @@ class ACSConstructor(KernelConstructor):
 
 class ABConstructor(KernelConstructor):
     _name = "AB"
-    _supports_auto_exact = False  # quadratic proposals need every site's gradient
 
     def __init__(
         self,
@@ -176,7 +175,7 @@ class ABConstructor(KernelConstructor):
         burn_in: int | None = None,
         max_doublings: int = 3,
         coupling: Any = None,
-        exact_sites: Sequence[str] = (),
+        exact_sites: Sequence[str] | str = "auto",
         alpha: float | None = None,
     ) -> None:
         if alpha is not None:
@@ -200,6 +199,8 @@ class ABConstructor(KernelConstructor):
             None if coupling is None else self._as_array(coupling),
             self._name,
         )
+        # AB-1st takes exact differences like DMALA; quadratic proposals need every gradient
+        self._supports_auto_exact = not spec.quadratic
         self._init_driver(
             model, potential_fn=potential_fn, domain=domain, spec=spec, exact_sites=exact_sites
         )

@@ -49,7 +49,9 @@ __all__ = [
     "ais_log_weight_increment",
     "bernoulli_from_uniform",
     "bernoulli_log_prob",
+    "bars_and_stripes",
     "binary_states",
+    "lattice_mask",
     "logsumexp",
     "maximal_coupling",
     "rbm_coupled_gibbs_step",
@@ -128,6 +130,38 @@ def check_method(method: Any) -> None:
         check_int("UCD", "max_tries", method.max_tries, minimum=1)
     else:
         raise ValueError(f"method must be CD(...), PCD(...) or UCD(...), got {method!r}.")
+
+
+# ------------------------------------------------------------------------------------------
+# data and structure of the ready-made models (numpy)
+
+
+def bars_and_stripes(side: int = 4) -> Any:
+    """The distinct ``side x side`` binary images made of full bars or full stripes,
+    ``(2^(side + 1) - 2, side^2)`` float32 (30 images for ``side=4``), a classic RBM benchmark
+    whose log-likelihood can be computed exactly."""
+    import numpy as np
+
+    rows = set()
+    for code in range(2**side):
+        bits = np.array([(code >> j) & 1 for j in range(side)])
+        image = np.repeat(bits[:, None], side, axis=1)
+        rows.add(tuple(image.ravel()))
+        rows.add(tuple(image.T.ravel()))
+    return np.array(sorted(rows), np.float32)
+
+
+def lattice_mask(side: int) -> Any:
+    """Adjacency of a ``side x side`` lattice with open boundaries, ``(side^2, side^2)``
+    float32 numpy array (the couplings an Ising energy learns)."""
+    import numpy as np
+
+    d = side * side
+    index = np.arange(d).reshape(side, side)
+    mask = np.zeros((d, d), np.float32)
+    for a, b in ((index[:, :-1], index[:, 1:]), (index[:-1, :], index[1:, :])):
+        mask[a.ravel(), b.ravel()] = mask[b.ravel(), a.ravel()] = 1.0
+    return mask
 
 
 # ------------------------------------------------------------------------------------------

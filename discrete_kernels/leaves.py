@@ -137,6 +137,29 @@ def auto_exact_message(
     )
 
 
+def switch_index_sites(
+    owner: str, specs: Sequence[LeafSpec], failing: Sequence[int], sizes: Sequence[int]
+) -> tuple[LeafSpec, ...]:
+    """``exact_sites="auto"``: gradient sites whose values the model uses as indices (so the
+    log density cannot be differentiated in them) switched to exact differences when that
+    costs at most ``AUTO_EXACT_BUDGET`` evaluations per step, with a warning each; the others
+    are left for the setup's error."""
+    out = list(specs)
+    for j in failing:
+        spec = specs[j]
+        evaluations = int(sizes[j]) * spec.domain.num_values
+        if evaluations > AUTO_EXACT_BUDGET:
+            continue
+        warnings.warn(
+            f"{owner}: the model uses site {spec.name!r} as an index (its log density has no "
+            f"gradient in that value); sampling it with exact differences ({evaluations} "
+            "log-density evaluations per step).",
+            stacklevel=5,
+        )
+        out[j] = LeafSpec(spec.name, spec.domain, EXACT)
+    return tuple(out)
+
+
 def switch_badly_estimated_sites(
     owner: str,
     specs: Sequence[LeafSpec],

@@ -15,7 +15,6 @@ Run ``python examples/ebm_bars_and_stripes.py`` (``--quick`` for a short run).
 from __future__ import annotations
 
 import argparse
-import itertools
 import time
 from pathlib import Path
 
@@ -24,20 +23,11 @@ import matplotlib
 import numpy as np
 import optax
 
+from discrete_kernels.ebm import bars_and_stripes
 from numpyro_ext import ebm
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-
-
-def bars_and_stripes(side: int = 4) -> np.ndarray:
-    """The distinct ``side x side`` images made of full bars or full stripes, (30, 16)."""
-    rows = set()
-    for bits in itertools.product((0, 1), repeat=side):
-        image = np.repeat(np.array(bits)[:, None], side, axis=1)
-        rows.add(tuple(image.ravel()))
-        rows.add(tuple(image.T.ravel()))
-    return np.array(sorted(rows), np.float32)
 
 
 def run(method, data, steps, chains, eval_every, seed):
@@ -62,10 +52,10 @@ def run(method, data, steps, chains, eval_every, seed):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=20000)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--chains", type=int, default=1000)
-    parser.add_argument("--eval-every", type=int, default=50)
+    parser.add_argument("--eval-every", type=int, default=250)
     parser.add_argument("--quick", action="store_true", help="a short run for the tests")
     args = parser.parse_args()
     if args.quick:

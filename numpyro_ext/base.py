@@ -45,6 +45,7 @@ from discrete_kernels.samplers import (
 )
 
 from ._target import (
+    EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
     LeafSpec,
@@ -398,8 +399,10 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
             )
         try:
             evaluated = [local_fn(row) for row in rows]
-        except TypeError:
-            return  # no gradient at all: _initial_state explains it
+        except TypeError:  # some site is used as an index: find it, then check the rest
+            if self._switch_index_sites(leaves, log_density):
+                self._switch_badly_estimated_sites(model_trace, model_args, model_kwargs)
+            return
         points = tuple(jnp.stack(parts) for parts in zip(*rows))
         f = jnp.stack([e[0] for e in evaluated])
         local = tuple(jnp.stack(parts) for parts in zip(*[e[1] for e in evaluated]))
@@ -420,6 +423,27 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         self._specs = site_rules.switch_badly_estimated_sites(
             self._name, self._specs, errors_by_point, sizes
         )
+
+    def _switch_index_sites(self, leaves: tuple, log_density: Callable) -> bool:
+        """Gradient sites the log density cannot be differentiated in (values used as
+        indices), found one at a time with the others held exact (shapes only, nothing
+        computed), switched to exact differences. Whether any was switched."""
+        failing = []
+        for j, spec in enumerate(self._specs):
+            if spec.mode != GRADIENT:
+                continue
+            alone = [
+                s if k == j or s.mode != GRADIENT else LeafSpec(s.name, s.domain, EXACT)
+                for k, s in enumerate(self._specs)
+            ]
+            try:
+                jax.eval_shape(make_local_fn(log_density, alone), leaves)
+            except TypeError:
+                failing.append(j)
+        sizes = [int(np.prod(self._site_shapes[s.name])) for s in self._specs]
+        before = self._specs
+        self._specs = site_rules.switch_index_sites(self._name, self._specs, failing, sizes)
+        return self._specs != before
 
     def _setup_sites(self, leaf_shapes: Sequence[tuple[int, ...]]) -> None:
         """The spec's view of the sites, with the preconditioner and the spec's own checks

@@ -21,6 +21,7 @@ draws the noise, runs the loops and holds the state. One iteration is one jit-co
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,12 +88,7 @@ class IsingEnergy:
     side: int
 
     def mask(self) -> jax.Array:
-        d = self.side * self.side
-        index = np.arange(d).reshape(self.side, self.side)
-        mask = np.zeros((d, d), np.float32)
-        for a, b in ((index[:, :-1], index[:, 1:]), (index[:-1, :], index[1:, :])):
-            mask[a.ravel(), b.ravel()] = mask[b.ravel(), a.ravel()] = 1.0
-        return jnp.asarray(mask)
+        return jnp.asarray(core.lattice_mask(self.side))
 
     def init(self, rng_key: jax.Array, scale: float = 0.01) -> dict:
         d = self.side * self.side
@@ -418,16 +414,20 @@ def _traced_ucd_weights(t: jax.Array, k: int, met: jax.Array) -> tuple[jax.Array
     return correcting + at_k, correcting
 
 
-def _make_update(energy, optimizer, method, data, batch_size: int, num_chains: int):
+@functools.lru_cache(maxsize=16)
+def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, num_chains: int):
+    """The jitted iteration ``(params, opt_state, buffer, key, data) -> (params, opt_state,
+    buffer, key, info)``, cached so that resuming or training again does not recompile."""
     import optax
 
-    num_data, dim = data.shape
+    num_data, dim = data_shape
     sampler = None if isinstance(method, UCD) else _sampler_of(method, energy)
     if isinstance(method, UCD) and not isinstance(energy, RBM):
         raise ValueError("UCD couples block Gibbs chains of an RBM: energy must be ebm.RBM.")
 
-    def update(params: Any, opt_state: Any, buffer: Any, key: jax.Array) -> tuple:
-        key_batch, key_neg, key_reinit, key_pick = random.split(key, 4)
+    def update(params: Any, opt_state: Any, buffer: Any, key: jax.Array, data: Any) -> tuple:
+        key, key_step = random.split(key)
+        key_batch, key_neg, key_reinit, key_pick = random.split(key_step, 4)
         batch = data[random.randint(key_batch, (batch_size,), 0, num_data)]
         pos_value, pos_grad = _mean_energy_grad(energy, params, batch)
         info: dict = {}
@@ -449,7 +449,7 @@ def _make_update(energy, optimizer, method, data, batch_size: int, num_chains: i
         updates, opt_state = optimizer.update(grad, opt_state, params)
         params = optax.apply_updates(params, updates)
         info = {**info, "energy_gap": pos_value - neg_value, "accept_prob": accept}
-        return params, opt_state, buffer, info
+        return params, opt_state, buffer, key, info
 
     return jax.jit(update)
 
@@ -515,22 +515,28 @@ def train(
         if isinstance(method, PCD):
             buffer = data[random.randint(key_buffer, (num_chains,), 0, data.shape[0])]
         done, history = 0, {}
-    update = _make_update(energy, optimizer, method, data, batch_size, num_chains)
+    try:
+        update = _make_update(energy, optimizer, method, data.shape, batch_size, num_chains)
+    except TypeError:  # an unhashable energy or optimiser: build it afresh
+        update = _make_update.__wrapped__(
+            energy, optimizer, method, data.shape, batch_size, num_chains
+        )
     records: dict[str, list] = {}
     bar = trange(num_steps, disable=not progress_bar, desc="EBM")
     objective = math.nan
     for i in bar:
-        key, key_step = random.split(key)
-        params, opt_state, buffer, info = update(params, opt_state, buffer, key_step)
+        params, opt_state, buffer, key, info = update(params, opt_state, buffer, key, data)
         step = done + i + 1
         value = math.nan
         if evaluate is not None and (step % eval_every == 0 or i == num_steps - 1):
             value = objective = float(evaluate(params))
+        # device values stay on the device until the end (no host sync per iteration)
         for name, x in {**info, "objective": value}.items():
-            records.setdefault(name, []).append(float(x))
+            records.setdefault(name, []).append(x)
         if progress_bar and (i % 10 == 0 or i == num_steps - 1):
             bar.set_postfix(objective=f"{objective:.4g}", gap=f"{float(info['energy_gap']):.3g}")
     for name, values in records.items():
         previous = history.get(name, np.zeros(0))
-        history[name] = np.concatenate([previous, np.asarray(values)])
+        fetched = np.asarray(jax.device_get(values), dtype=np.float64)
+        history[name] = np.concatenate([previous, fetched])
     return EBMResult(params, opt_state, history, buffer, key, done + num_steps)

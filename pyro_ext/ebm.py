@@ -73,12 +73,8 @@ class IsingEnergy(nn.Module):
     def __init__(self, side: int, scale: float = 0.01) -> None:
         super().__init__()
         d = side * side
-        index = np.arange(d).reshape(side, side)
-        mask = np.zeros((d, d), np.float32)
-        for a, b in ((index[:, :-1], index[:, 1:]), (index[:-1, :], index[1:, :])):
-            mask[a.ravel(), b.ravel()] = mask[b.ravel(), a.ravel()] = 1.0
         self.mask: torch.Tensor
-        self.register_buffer("mask", torch.as_tensor(mask))
+        self.register_buffer("mask", torch.as_tensor(core.lattice_mask(side)))
         raw = scale * torch.randn(d, d)
         self.couplings = nn.Parameter((raw + raw.T) / 2 * self.mask)
         self.field = nn.Parameter(torch.zeros(d))

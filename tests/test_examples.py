@@ -20,6 +20,7 @@ SLOW = pytest.mark.slow  # benchmarks' smoke runs: `pytest -m slow`
         "examples/binary_bnn.py",
         pytest.param("examples/variable_selection.py", marks=SLOW),
         "examples/multimodal_acs.py",
+        "examples/ebm_bars_and_stripes.py",
         "examples/pyro_mixture.py",
         pytest.param("benchmarks/ising_numpyro.py", marks=SLOW),
         pytest.param("benchmarks/rbm_acs.py", marks=SLOW),

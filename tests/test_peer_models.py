@@ -290,3 +290,41 @@ POWER_CASES = {
 def test_the_checks_fail_with_the_gradient_forced(case):
     run, exact = POWER_CASES[case]
     assert _fails(assert_mc_close, _quietly(run, []), exact())
+
+
+# ------------------------------------------------------------------------------------------
+# 3b. spike-and-slab with continuous coefficients: Gibbs(AB, NUTS) (issue 10's case 3)
+
+
+def n_spike_slab_coefficients(y):
+    gamma = numpyro.sample("gamma", ndist.Bernoulli(0.3).expand([5]))
+    beta = numpyro.sample("beta", ndist.Normal(0.0, 2.0).expand([5]))  # slab variance 4
+    mean = jnp.asarray(SS_X, jnp.float32) @ (gamma * beta)
+    numpyro.sample("y", ndist.Normal(mean, 1.0), obs=y)
+
+
+def _numpyro_spike_slab_ab(exact_sites):
+    ab = nx.AB(n_spike_slab_coefficients, exact_sites=exact_sites)
+    kernel = NGibbs([(ab, ["gamma"]), (NNUTS(n_spike_slab_coefficients), None)])
+    mcmc = NMCMC(
+        kernel,
+        num_warmup=1000,
+        num_samples=3000,
+        num_chains=2,
+        chain_method="sequential",
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(0), jnp.asarray(SS_Y, jnp.float32))
+    return np.asarray(mcmc.get_samples(group_by_chain=True)["gamma"], np.float64)
+
+
+@pytest.mark.slow
+def test_spike_and_slab_with_coefficients_in_gibbs_with_ab():
+    """The coefficients integrate out to the marginal model above, so the exact inclusion
+    probabilities are the same. Measured: max |z| 1.89 with exact_sites="auto" (AB-1st switches
+    gamma), 6.08 with the gradient forced (exact_sites=[])."""
+    expected = spike_slab_exact()
+    with pytest.warns(UserWarning, match="site 'gamma'.*Sampling 'gamma' with exact differences"):
+        got = _numpyro_spike_slab_ab("auto")
+    assert_mc_close(got, expected)
+    assert _fails(assert_mc_close, _quietly(_numpyro_spike_slab_ab, []), expected)

@@ -1,8 +1,6 @@
 """numpyro_ext.ebm: the JAX trainer's negative phases against exact RBM expectations, AIS
 against the exact log partition function, learning, resuming, and input errors."""
 
-import itertools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,16 +9,8 @@ import pytest
 
 import numpyro_ext as nx
 from discrete_kernels import ebm as core
+from discrete_kernels.ebm import bars_and_stripes
 from numpyro_ext import ebm
-
-
-def bars_and_stripes(side: int = 4) -> np.ndarray:
-    rows = set()
-    for bits in itertools.product((0, 1), repeat=side):
-        image = np.repeat(np.array(bits)[:, None], side, axis=1)
-        rows.add(tuple(image.ravel()))
-        rows.add(tuple(image.T.ravel()))
-    return np.array(sorted(rows), np.float32)
 
 
 def small_rbm(m=5, n=3, scale=1.0, seed=0):

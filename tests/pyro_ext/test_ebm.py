@@ -1,24 +1,14 @@
 """pyro_ext.ebm: the torch trainer learns, resumes bit for bit, refuses bad input, and gives
 the same UCD estimate as the JAX trainer from the same noise."""
 
-import itertools
-
 import numpy as np
 import pytest
 import torch
 
 import pyro_ext as px
 from discrete_kernels import ebm as core
+from discrete_kernels.ebm import bars_and_stripes
 from pyro_ext import ebm
-
-
-def bars_and_stripes(side: int = 4) -> np.ndarray:
-    rows = set()
-    for bits in itertools.product((0, 1), repeat=side):
-        image = np.repeat(np.array(bits)[:, None], side, axis=1)
-        rows.add(tuple(image.ravel()))
-        rows.add(tuple(image.T.ravel()))
-    return np.array(sorted(rows), np.float32)
 
 
 @pytest.mark.parametrize(
