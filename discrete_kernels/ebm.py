@@ -399,22 +399,29 @@ def rbm_coupled_gibbs_step(
     xp = array_namespace(accept_uniform)
     logits_xi = rbm_visible_logits(params, xi.hidden)
     logits_eta = rbm_visible_logits(params, eta.hidden)
-    first = bernoulli_from_uniform(logits_xi, visible_uniforms)
-    log_ratio = bernoulli_log_prob(logits_eta, first) - bernoulli_log_prob(logits_xi, first)
-    met = xp.log(accept_uniform) <= log_ratio
+    # log q(v) - log p(v) is affine in the binary v: base + v . slope (computed once, so a
+    # try costs two comparisons and two dot products)
+    on_xi, on_eta = log_sigmoid(logits_xi), log_sigmoid(logits_eta)
+    off_diff = log_sigmoid(-logits_eta) - log_sigmoid(-logits_xi)
+    slope = (on_eta - on_xi) - off_diff
+    base = xp.sum(off_diff, axis=-1)
+
+    def log_q_over_p(v: Array) -> Array:
+        return base + xp.sum(v * slope, axis=-1)
+
+    def draws(u: Array) -> tuple[Array, Array]:
+        log_u = xp.log(u)
+        return xp.astype(log_u <= on_xi, on_xi.dtype), xp.astype(log_u <= on_eta, on_xi.dtype)
+
+    first, _ = draws(visible_uniforms)
+    met = xp.log(accept_uniform) <= log_q_over_p(first)
     v_xi, v_eta = first, first
     done_xi, done_eta = met, met
     rejections = xp.zeros(met.shape, dtype=xp.int32)
     for t in range(retry_visible_uniforms.shape[0]):
-        u = retry_visible_uniforms[t]
-        cand_xi = bernoulli_from_uniform(logits_xi, u)
-        cand_eta = bernoulli_from_uniform(logits_eta, u)
-        ratio_xi = bernoulli_log_prob(logits_eta, cand_xi) - bernoulli_log_prob(logits_xi, cand_xi)
-        ratio_eta = bernoulli_log_prob(logits_xi, cand_eta) - bernoulli_log_prob(
-            logits_eta, cand_eta
-        )
-        accept_xi = xp.log(retry_accept_uniforms[t][..., 0]) > ratio_xi
-        accept_eta = xp.log(retry_accept_uniforms[t][..., 1]) > ratio_eta
+        cand_xi, cand_eta = draws(retry_visible_uniforms[t])
+        accept_xi = xp.log(retry_accept_uniforms[t][..., 0]) > log_q_over_p(cand_xi)
+        accept_eta = xp.log(retry_accept_uniforms[t][..., 1]) > -log_q_over_p(cand_eta)
         take_xi, take_eta = ~done_xi & accept_xi, ~done_eta & accept_eta
         v_xi = xp.where(take_xi[..., None], cand_xi, v_xi)
         v_eta = xp.where(take_eta[..., None], cand_eta, v_eta)

@@ -52,7 +52,7 @@ def run(method, data, steps, chains, eval_every, seed):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=20000)
+    parser.add_argument("--steps", type=int, default=6000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--chains", type=int, default=1000)
     parser.add_argument("--eval-every", type=int, default=250)
@@ -67,6 +67,11 @@ def main() -> None:
         runs, times = [], []
         for seed in range(args.repeats):
             history, elapsed = run(method, data, args.steps, args.chains, args.eval_every, seed)
+            print(
+                f"{name} run {seed}: {elapsed:.0f} s, final log-lik. "
+                f"{history['objective'][-1]:.3f}",
+                flush=True,
+            )
             runs.append(history)
             times.append(elapsed)
         curves[name] = np.array([h["objective"] for h in runs])
