@@ -18,6 +18,8 @@ from typing import Any
 
 from . import ab as _ab
 from . import acs as _acs
+from .leaves import exact_sites_option
+from .options import check_kernel_options
 from .samplers import (
     ESHSpec,
     SamplerSpec,
@@ -42,14 +44,37 @@ __all__ = [
 
 
 class KernelConstructor:
-    """What a constructor needs from a driver: ``_init_driver(model, *, potential_fn, domain,
-    spec, exact_sites="auto", preconditioner=None)`` keeps the model or potential, the site
-    options and the spec (:class:`numpyro_ext.base.DiscreteKernel`,
-    :class:`pyro_ext.base.DiscreteKernel`)."""
+    """The options every discrete kernel keeps, checked and stored once; a driver
+    (:class:`numpyro_ext.base.DiscreteKernel`, :class:`pyro_ext.base.DiscreteKernel`) adds its
+    PPL's own fields in :meth:`_init_ppl` and says how a pytree of domains is written there
+    (``_domain_hint``, for messages)."""
 
     _name = "kernel"
     _spec: SamplerSpec
-    _init_driver: Callable[..., None]
+    _domain_hint = "a pytree of them"
+
+    def _init_driver(
+        self,
+        model: Callable | None,
+        *,
+        potential_fn: Callable | None,
+        domain: Any,
+        spec: SamplerSpec,
+        exact_sites: Sequence[str] | str = "auto",
+        preconditioner: Any = None,
+    ) -> None:
+        check_kernel_options(self._name, model, potential_fn, domain, self._domain_hint)
+        self._model = model
+        self._potential_fn = potential_fn
+        self._domain = domain
+        self._spec = spec
+        self._preconditioner = preconditioner
+        self._auto_exact, self._exact_sites = exact_sites_option(self._name, exact_sites)
+        self._init_ppl()
+
+    def _init_ppl(self) -> None:
+        """The driver's own fields (resolved at setup)."""
+        raise NotImplementedError
 
     def _as_array(self, value: Any) -> Any:
         """``value`` as a float array of the driver's backend."""

@@ -34,11 +34,10 @@ import discrete_kernels as dk
 from discrete_kernels import leaves as site_rules
 from discrete_kernels import validation as checks
 from discrete_kernels.constructors import KernelConstructor
-from discrete_kernels.options import check_bound, check_kernel_options
+from discrete_kernels.options import check_bound
 from discrete_kernels.samplers import (
     ControlFlow,
     NoiseShapes,
-    SamplerSpec,
     Sites,
     StepNoise,
     check_preconditioners,
@@ -155,25 +154,9 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
     _state_cls: type = DiscreteState
     _supports_auto_exact = True  # exact_sites="auto" may switch sites to exact differences
 
-    def _init_driver(
-        self,
-        model: Callable | None,
-        *,
-        potential_fn: Callable | None,
-        domain: Any,
-        spec: SamplerSpec,
-        exact_sites: Sequence[str] | str = "auto",
-        preconditioner: Any = None,
-    ) -> None:
-        check_kernel_options(
-            self._name, model, potential_fn, domain, "a pytree of them matching init_params"
-        )
-        self._model = model
-        self._potential_fn = potential_fn
-        self._domain = domain
-        self._spec = spec
-        self._preconditioner = preconditioner
-        self._auto_exact, self._exact_sites = site_rules.exact_sites_option(self._name, exact_sites)
+    _domain_hint = "a pytree of them matching init_params"
+
+    def _init_ppl(self) -> None:
         # static metadata resolved at `init`
         self._specs: tuple[LeafSpec, ...] = ()
         self._sites: Sites | None = None

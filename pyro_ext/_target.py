@@ -17,17 +17,8 @@ from pyro.poutine.util import site_is_subsample
 from torch.distributions import constraints
 
 from discrete_kernels import Binary, Categorical, Domain, as_domain
-from discrete_kernels.leaves import (
-    EXACT,
-    GRADIENT,
-    ONE_HOT_GRADIENT,
-    LeafSpec,
-    check_discrete_sites,
-    ordinal_from_bounds,
-    unsupported_site_error,
-    unwrap_distribution,
-    unwrap_support,
-)
+from discrete_kernels import leaves as site_rules
+from discrete_kernels.leaves import EXACT, GRADIENT, ONE_HOT_GRADIENT, LeafSpec
 from discrete_kernels.proposals import single_site_substitutions
 
 SUPPORTED = (
@@ -61,7 +52,7 @@ def check_model_trace(kernel_name: str, model_trace) -> None:
 def integer_bounds(site: dict) -> tuple[Any, Any] | None:
     """``(lower, upper)`` of a site with an integer-interval or boolean support (as numpy),
     else None."""
-    support = unwrap_support(site["fn"].support)
+    support = site_rules.unwrap_support(site["fn"].support)
     if support is constraints.boolean:
         return 0, 1
     if isinstance(support, constraints.integer_interval):
@@ -73,8 +64,8 @@ def integer_bounds(site: dict) -> tuple[Any, Any] | None:
 def domain_of_site(name: str, site: dict) -> tuple[Domain, str]:
     """Domain and local-information mode of a discrete latent site, or a clear error."""
     fn = site["fn"]
-    base = unwrap_distribution(fn)
-    support = unwrap_support(fn.support)
+    base = site_rules.unwrap_distribution(fn)
+    support = site_rules.unwrap_support(fn.support)
     if isinstance(base, dist.OneHotCategorical):
         return Categorical(int(base.probs.shape[-1])), ONE_HOT_GRADIENT
     if isinstance(base, dist.Categorical):
@@ -84,8 +75,8 @@ def domain_of_site(name: str, site: dict) -> tuple[Domain, str]:
     if isinstance(support, constraints.integer_interval):
         bounds = integer_bounds(site)
         assert bounds is not None  # an integer interval has bounds
-        return ordinal_from_bounds(name, *bounds), GRADIENT
-    raise unsupported_site_error(name, fn, SUPPORTED)
+        return site_rules.ordinal_from_bounds(name, *bounds), GRADIENT
+    raise site_rules.unsupported_site_error(name, fn, SUPPORTED)
 
 
 def trace_model(model: Callable, args: tuple, kwargs: dict, data: dict | None = None):
@@ -113,7 +104,7 @@ def leaf_specs_for_model(
     """Leaf specs of every discrete latent site of a traced model, with input checks."""
     latent = latent_sites(model_trace)
     discrete = discrete_sites(model_trace)
-    check_discrete_sites(
+    site_rules.check_discrete_sites(
         kernel_name,
         latent,
         discrete,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,17 +22,11 @@ from pyro.poutine.util import site_is_subsample
 
 import discrete_kernels as dk
 from discrete_kernels import leaves as site_rules
+from discrete_kernels import samplers as specs
 from discrete_kernels import validation as checks
 from discrete_kernels.constructors import KernelConstructor
-from discrete_kernels.options import check_bound, check_kernel_options
-from discrete_kernels.samplers import (
-    PYTHON_CONTROL,
-    NoiseShapes,
-    SamplerSpec,
-    Sites,
-    StepNoise,
-    check_preconditioners,
-)
+from discrete_kernels.options import check_bound
+from discrete_kernels.samplers import NoiseShapes, Sites, StepNoise
 
 from ._target import (
     GRADIENT,
@@ -118,28 +112,24 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
     _name = "DiscreteKernel"
     _supports_auto_exact = True  # exact_sites="auto" may switch sites to exact differences
 
-    def _init_driver(
-        self,
-        model: Callable | None,
-        *,
-        potential_fn: Callable | None,
-        domain: Any,
-        spec: SamplerSpec,
-        exact_sites: Sequence[str] | str = "auto",
-        preconditioner: dict | None = None,
-    ) -> None:
-        check_kernel_options(self._name, model, potential_fn, domain, "a dict of them by site name")
-        if preconditioner is not None and not isinstance(preconditioner, dict):
-            raise ValueError(f"{self._name}: preconditioner must be a dict {{site name: tensor}}.")
-        self.model = model
-        self.potential_fn = potential_fn
+    _domain_hint = "a dict of them by site name"
+
+    def _init_ppl(self) -> None:
         self.transforms: dict = {}  # discrete values need no transform
-        self._domain = domain
-        self._spec = spec
-        self._preconditioner = preconditioner
-        self._auto_exact, self._exact_sites = site_rules.exact_sites_option(self._name, exact_sites)
         self._initial_params: dict | None = None
         self._reset()
+
+    @property
+    def model(self) -> Callable | None:
+        return self._model
+
+    @model.setter
+    def model(self, model: Callable | None) -> None:  # pyro_ext.Gibbs conditions it
+        self._model = model
+
+    @property
+    def potential_fn(self) -> Callable | None:
+        return self._potential_fn
 
     def _reset(self) -> None:
         self._specs: tuple[LeafSpec, ...] = ()
@@ -238,7 +228,7 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         self._spec.check_sites(self._sites, flat_dim)
         like = torch.ones((), dtype=self._like.dtype, device=self._like.device)
         self._adapt_state = self._spec.adapt_init(
-            like, self._warmup_steps, flat_dim, PYTHON_CONTROL
+            like, self._warmup_steps, flat_dim, specs.PYTHON_CONTROL
         )
         # MCMC starts from these very tensors: the cached state is valid for them
         self._returned = {s.name: start[s.name] for s in self._specs}
@@ -286,7 +276,7 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
 
     def _checked_preconditioners(self, names: tuple[str, ...]) -> tuple | None:
         like = self._like
-        return check_preconditioners(
+        return specs.check_preconditioners(
             self._name,
             names,
             self._preconditioner,
@@ -402,7 +392,7 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         extra = self._spec.extra_stats(adapt)  # as used for this draw
         index = torch.as_tensor(self._t, device=self._like.device)
         self._adapt_state = self._spec.adapt_update(
-            adapt, info, step_params, index, self._warmup_steps, PYTHON_CONTROL
+            adapt, info, step_params, index, self._warmup_steps, specs.PYTHON_CONTROL
         )
         self._t += 1
         self._record(info, step_params, state.log_density, extra)
