@@ -266,14 +266,21 @@ def test_error_site_used_as_index_suggests_exact_sites():
         k = numpyro.sample("k", dist.Binomial(2, 0.5))
         numpyro.factor("f", jnp.array([0.1, 0.5, -0.3])[k])
 
+    # an explicit list that leaves the index site out: the error names the fix
     with pytest.raises(TypeError, match="exact_sites"):
-        MCMC(nx.DMALA(model), num_warmup=1, num_samples=1, progress_bar=False).run(
+        MCMC(nx.DMALA(model, exact_sites=[]), num_warmup=1, num_samples=1, progress_bar=False).run(
             jax.random.key(0)
         )
     mcmc = MCMC(
         nx.DMALA(model, exact_sites=["k"]), num_warmup=10, num_samples=10, progress_bar=False
     )
     mcmc.run(jax.random.key(0))
+    # "auto" (the default) finds the index site and samples it exactly, saying so
+    with pytest.warns(UserWarning, match="uses site 'k' as an index"):
+        mcmc = MCMC(nx.DMALA(model), num_warmup=10, num_samples=200, progress_bar=False)
+        mcmc.run(jax.random.key(0))
+    values = np.asarray(mcmc.get_samples()["k"])
+    assert set(np.unique(values)) == {0, 1, 2}
 
 
 def test_the_shared_ess_is_numpyros():
