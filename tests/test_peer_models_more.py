@@ -203,12 +203,12 @@ CASES = [
     ("index", "numpyro", "DMALA"),
     ("index", "numpyro", "GWG"),
     ("index", "pyro", "DMALA"),
-    ("hmm", "numpyro", "DMALA"),
     ("hmm", "pyro", "DMALA"),
     ("dawid_skene", "numpyro", "DMALA"),
     ("dawid_skene", "pyro", "GWG"),
 ]
 SLOW_CASES = [
+    ("hmm", "numpyro", "DMALA"),
     ("hmm", "numpyro", "ACS"),
     ("hmm", "pyro", "DiscreteGibbs"),
     ("index", "numpyro", "AB"),

@@ -31,11 +31,11 @@ def test_ucd_negative_phase_is_unbiased_and_cd1_is_not():
     params = small_rbm()
     rbm = ebm.RBM(5, 3)
     exact = exact_negative_grad(params)
-    batch = jnp.tile(jnp.array([1.0, 1, 0, 0, 1]), (4000, 1))  # far from the model
+    batch = jnp.tile(jnp.array([1.0, 1, 0, 0, 1]), (3000, 1))  # far from the model
     ucd = ebm.UCD(k=1, max_time=200, max_tries=30)
     run = jax.jit(lambda key: ebm._ucd_negative(ucd, rbm, params, batch, key))
     grads, capped = [], 0
-    for i in range(20):
+    for i in range(12):
         _, grad, info = run(jax.random.key(i))
         grads.append(np.concatenate([np.ravel(g) for g in grad]))
         capped += int(info["time_capped"])
@@ -48,7 +48,7 @@ def test_ucd_negative_phase_is_unbiased_and_cd1_is_not():
     samples, _ = ebm._advance(ebm.BlockGibbs(), rbm, params, batch, jax.random.key(0), 1, 5)
     _, cd_grad = ebm._mean_energy_grad(rbm, params, samples)
     flat_cd = np.concatenate([np.ravel(g) for g in cd_grad])
-    assert np.max(np.abs(flat_cd - flat_exact) / (grads.std(0, ddof=1) / np.sqrt(20))) > 10
+    assert np.max(np.abs(flat_cd - flat_exact) / (grads.std(0, ddof=1) / np.sqrt(12))) > 10
 
 
 def test_ais_agrees_with_the_exact_log_partition_function():

@@ -91,7 +91,8 @@ def several_sites_model():
     numpyro.factor("f", 0.4 * x.sum() * k.sum() + locs[c] * u - 0.3 * x[0] * u)
 
 
-@pytest.mark.parametrize("kernel_cls", [nx.DMALA, nx.GWG])
+# GWG's run behind slow: its driver is DMALA's, and the Ising tests cover GWG's step
+@pytest.mark.parametrize("kernel_cls", [nx.DMALA, pytest.param(nx.GWG, marks=pytest.mark.slow)])
 def test_several_site_types_in_plates(kernel_cls):
     sites = {
         "x": ((3,), (0, 1)),

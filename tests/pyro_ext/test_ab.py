@@ -13,6 +13,9 @@ from ..mc import assert_mc_close, mixed_model_exact
 from .test_pyro_kernels import _run, enumerate_pyro, ising_model, mixed_model
 
 
+# tests/test_adapter_parity.py checks this kernel against NumPyro's step by step, and the
+# NumPyro moment tests run by default: this Pyro run of the same check is behind slow
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["1st", "trace"])
 def test_ising_3x3_moments(variant):
     states, probs = enumerate_pyro(ising_model, {"x": ((9,), (0, 1))})

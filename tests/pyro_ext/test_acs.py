@@ -1,6 +1,7 @@
 """pyro_ext.ACS through pyro.infer.MCMC: moments against enumeration, tuning in warmup."""
 
 import numpy as np
+import pytest
 import torch
 
 import discrete_kernels as dk
@@ -10,6 +11,9 @@ from ..mc import assert_mc_close
 from .test_pyro_kernels import _run, enumerate_pyro, ising_model
 
 
+# tests/test_adapter_parity.py checks this kernel against NumPyro's step by step, and the
+# NumPyro moment tests run by default: this Pyro run of the same check is behind slow
+@pytest.mark.slow
 def test_ising_3x3_moments_and_tuned_cycle():
     states, probs = enumerate_pyro(ising_model, {"x": ((9,), (0, 1))})
     s_all = np.stack([2.0 * st[0].numpy() - 1.0 for st in states])

@@ -22,6 +22,9 @@ def correlated_model():
     pyro.sample("scale", dist.LogNormal(0.0, 0.5))
 
 
+# tests/test_adapter_parity.py checks this kernel against NumPyro's step by step, and the
+# NumPyro moment tests run by default: this Pyro run of the same check is behind slow
+@pytest.mark.slow
 def test_correlated_gaussian_and_constrained_site_moments():
     kernel = px.ESH(correlated_model, step_size=0.3, num_steps=8)
     mcmc = _run(kernel, 700, 30)
@@ -52,6 +55,9 @@ def mixture_model():
     pyro.factor("mixture", mix.log_prob(x) - wide.log_prob(x))
 
 
+# tests/test_adapter_parity.py checks this kernel against NumPyro's step by step, and the
+# NumPyro moment tests run by default: this Pyro run of the same check is behind slow
+@pytest.mark.slow
 def test_two_dimensional_mixture_moments():
     mcmc = _run(px.ESH(mixture_model, step_size=0.3, num_steps=8), 700, 30, seed=1)
     x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
