@@ -44,7 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    num_samples, warmup = (100, 50) if args.quick else (600, 300)
+    num_samples, warmup = (40, 20) if args.quick else (600, 300)
     pyro.set_rng_seed(0)
     y = torch.cat([torch.randn(12) - 2.5, torch.randn(28) + 2.0])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro.infer.util import log_density
@@ -22,12 +23,12 @@ def enumerate_posterior(model, sites: dict, *args):
         shape, values = sites[name]
         n = int(np.prod(shape))
         grids.append([np.asarray(c).reshape(shape) for c in itertools.product(values, repeat=n)])
-    states, logp = [], []
-    for combo in itertools.product(*grids):
-        params = {n: jnp.asarray(v) for n, v in zip(names, combo)}
-        lp, _ = log_density(model, args, {}, params)
-        states.append(combo)
-        logp.append(float(lp))
-    logp = np.asarray(logp)
+    states = list(itertools.product(*grids))
+    stacked = {n: jnp.asarray(np.stack([c[j] for c in states])) for j, n in enumerate(names)}
+
+    def one(params):
+        return log_density(model, args, {}, params)[0]
+
+    logp = np.asarray(jax.jit(jax.vmap(one))(stacked), dtype=np.float64)  # one batched call
     w = np.exp(logp - logp.max())
     return states, w / w.sum()

@@ -126,7 +126,7 @@ def test_several_site_types_in_plates(kernel_cls):
         # the gradient path on every ordinal site (exact_sites="auto" would switch the small k)
         kernel_cls(several_sites_model, exact_sites=[]),
         num_warmup=500,
-        num_samples=4000,
+        num_samples=2500,
         num_chains=2,
         chain_method="vectorized",
         progress_bar=False,

@@ -43,6 +43,9 @@ def test_ising_3x3_moments(variant):
         assert float(kernel.quadratic.diag.abs().sum()) > 0  # fitted at the burn-in's end
 
 
+# AB's Pyro driver is checked against NumPyro's step by step (test_adapter_parity.py) and
+# px.Gibbs with NUTS runs by default in test_esh.py: this composition run is behind slow
+@pytest.mark.slow
 def test_ab_as_gibbs_block_matches_exact_posterior():
     y = torch.tensor([0.3, 1.1, 0.8])
     mean_z, mean_mu, second_mu = mixed_model_exact(y.numpy())

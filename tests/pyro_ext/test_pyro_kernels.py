@@ -93,6 +93,8 @@ def mixed_model(y):
         pyro.sample("y", dist.Normal(mu + torch.tensor([1.0, -2.0, 1.5]) @ z, 1.0), obs=y)
 
 
+# px.Gibbs(DMALA, NUTS) runs by default in tests/test_peer_models.py and test_esh.py
+@pytest.mark.slow
 def test_mixed_model_with_gibbs_and_nuts_matches_exact_posterior():
     y = torch.tensor([0.3, 1.1, 0.8])
     mean_z, mean_mu, second_mu = mixed_model_exact(y.numpy())
@@ -142,7 +144,7 @@ def test_several_site_types_in_plates(kernel_cls):
         for st, p in zip(states, probs)
     )
     # the gradient path on every ordinal site (exact_sites="auto" would switch the small k)
-    mcmc = _run(kernel_cls(several_sites_model, exact_sites=[]), 3000, 400)
+    mcmc = _run(kernel_cls(several_sites_model, exact_sites=[]), 1800, 300)
     smp = mcmc.get_samples(group_by_chain=True)
     assert np.all(smp["k"].numpy() <= np.array([2, 3]))
     np.testing.assert_array_equal(smp["h"].sum(-1).numpy(), 1.0)
@@ -208,7 +210,7 @@ def test_discrete_gibbs_forms_are_exact_on_a_small_model(form):
     states, probs = enumerate_pyro(ising_model, {"x": ((9,), (0, 1))})
     s_all = np.stack([2.0 * st[0].numpy() - 1.0 for st in states])
     # the two spin-flip modes of this lattice swap rarely: several chains for the ESS
-    mcmc = _run(px.DiscreteGibbs(ising_model, **{form: True}), 700, 100, num_chains=3)
+    mcmc = _run(px.DiscreteGibbs(ising_model, **{form: True}), 450, 100, num_chains=3)
     x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
     assert_mc_close(2.0 * x - 1.0, probs @ s_all)
 
