@@ -207,7 +207,7 @@ def test_dula_always_moves_and_reports_the_mh_acceptance_it_skips():
     mcmc = MCMC(
         nx.DULA(several_sites_model, step_size=0.5),
         num_warmup=0,
-        num_samples=2000,
+        num_samples=500,
         progress_bar=False,
     )
     mcmc.run(jax.random.key(2))
