@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="short run for a smoke test")
     parser.add_argument("--num-chains", type=int, default=2)
     args = parser.parse_args()
-    warmup, samples = (50, 100) if args.quick else (1000, 5000)
+    warmup, samples = (30, 60) if args.quick else (1000, 5000)
     x, y, x_test, y_test = load_data()
     print(
         f"breast cancer: {x.shape[0]} training / {x_test.shape[0]} held-out rows, "
