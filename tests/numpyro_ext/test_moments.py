@@ -205,7 +205,7 @@ def test_potential_mode_matches_enumeration(domain, values):
 def test_dula_always_moves_and_reports_the_mh_acceptance_it_skips():
     """DULA's bias is measured exactly in tests/core; here: the mechanics inside MCMC."""
     mcmc = MCMC(
-        nx.DULA(several_sites_model, step_size=0.5),
+        nx.DULA(several_sites_model, step_size=0.5, exact_sites=[]),
         num_warmup=0,
         num_samples=500,
         progress_bar=False,

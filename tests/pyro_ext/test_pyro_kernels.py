@@ -204,7 +204,12 @@ def test_kernels_pickle():
 
 @pytest.mark.parametrize(
     "form",
-    ["modified", pytest.param("random_walk", marks=pytest.mark.slow)],  # a minute each
+    # the forms' exactness is tested on transition matrices in tests/core/test_gibbs.py and
+    # Pyro's DiscreteGibbs driver by the Ising moment test: these runs are behind slow
+    [
+        pytest.param("modified", marks=pytest.mark.slow),
+        pytest.param("random_walk", marks=pytest.mark.slow),
+    ],
 )
 def test_discrete_gibbs_forms_are_exact_on_a_small_model(form):
     states, probs = enumerate_pyro(ising_model, {"x": ((9,), (0, 1))})
