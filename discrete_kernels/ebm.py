@@ -434,18 +434,19 @@ def rbm_coupled_gibbs_step(
     return RBMState(v_xi, h_xi), RBMState(v_eta, h_eta), info
 
 
-def ucd_weights(t: int, k: int, met: Array) -> tuple[Array, Array]:
+def ucd_weights(t: int | Array, k: int, met: Array) -> tuple[Array, Array]:
     """Weights of ``f(xi_t)`` and ``f(eta_{t-1})`` in the UCD estimator at step ``t``, (...).
 
     ``H = f(xi_k) + sum_{t=k+1}^{tau-1} [f(xi_t) - f(eta_{t-1})]`` with ``tau`` the first
     ``t >= 1`` with ``xi_t = eta_{t-1}``; ``met`` (...) says whether ``tau <= t``. ``H`` is an
     unbiased estimate of ``E_model[f]`` for any ``k >= 0`` (Jacob et al., 2017; Qiu et al.,
-    2020, Sec. 3.3) when the chains meet in finite time.
+    2020, Sec. 3.3) when the chains meet in finite time. ``t`` may be an integer array (a
+    traced loop counter).
     """
     xp = array_namespace(met)
-    correcting = xp.astype(~met, xp.float32) * float(t > k)
-    at_k = 1.0 if t == k else 0.0
-    return correcting + at_k, correcting
+    step = xp.asarray(t)
+    correcting = xp.astype(~met & (step > k), xp.float32)
+    return correcting + xp.astype(step == k, xp.float32), correcting
 
 
 def ais_log_weight_increment(

@@ -361,7 +361,7 @@ def _ucd_negative(method: UCD, energy: RBM, params, batch, key):
         newly = newly & core.same_state(xi.hidden, eta.hidden)
         met_now = met | newly
         tau = jnp.where(newly, t, tau)
-        w_xi, w_eta = _traced_ucd_weights(t, k, met_now)
+        w_xi, w_eta = core.ucd_weights(t, k, met_now)
         v, g = weighted_grad(xi.visible, eta.visible, w_xi, w_eta)
         rejections = rejections + jnp.where(met, 0, info.rejections)
         tries_capped = tries_capped + jnp.sum(~met & info.capped)
@@ -405,13 +405,6 @@ def _ucd_step_noise(key: jax.Array, t: jax.Array, chains: int, m: int, n: int, t
     key, *keys = random.split(key, 6)
     shapes = ((chains,), (chains, m), (tries, chains, 2), (tries, chains, m), (chains, n))
     return key, tuple(random.uniform(k, s) for k, s in zip(keys, shapes))
-
-
-def _traced_ucd_weights(t: jax.Array, k: int, met: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """:func:`discrete_kernels.ebm.ucd_weights` for a traced ``t`` (the while loop's)."""
-    after, at_k = (t > k).astype(jnp.float32), (t == k).astype(jnp.float32)
-    correcting = (~met).astype(jnp.float32) * after
-    return correcting + at_k, correcting
 
 
 @functools.lru_cache(maxsize=16)

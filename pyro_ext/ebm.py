@@ -139,7 +139,7 @@ def _block_gibbs(energy: RBM, x: torch.Tensor, num_steps: int) -> torch.Tensor:
     num_hidden = params.weights.shape[1]
     for _ in range(num_steps):
         x = core.rbm_visible_sweep(
-            params, x, torch.rand(x.shape[0], num_hidden), torch.rand_like(x)
+            params, x, torch.rand(x.shape[0], num_hidden, device=x.device), torch.rand_like(x)
         )
     return x
 
@@ -151,7 +151,7 @@ def _kernel_steps(kernel: DiscreteKernel, energy: nn.Module, x: torch.Tensor, nu
     dim = x.shape[-1]
     sites = Sites(("x",), (dk.Binary(),), (False,))
     spec.check_sites(sites, dim)
-    like = torch.ones((), dtype=x.dtype)
+    like = torch.ones((), dtype=x.dtype, device=x.device)
     shapes = spec.noise_shapes(sites, [(dim,)])
 
     def local_fn(leaves: tuple) -> tuple:
@@ -174,17 +174,19 @@ def _kernel_steps(kernel: DiscreteKernel, energy: nn.Module, x: torch.Tensor, nu
     return torch.stack(out).to(x.dtype), accept / (len(out) * num_steps)
 
 
-def _ucd_start_noise(chains: int, m: int, n: int) -> tuple:
+def _ucd_start_noise(chains: int, m: int, n: int, device: Any = None) -> tuple:
     """Uniforms of UCD's start: ``h_0`` (C, n), the first sweep's visible (C, m) and hidden
     (C, n)."""
-    return torch.rand(chains, n), torch.rand(chains, m), torch.rand(chains, n)
+    return tuple(
+        torch.rand(c, s, device=device) for c, s in ((chains, n), (chains, m), (chains, n))
+    )
 
 
-def _ucd_step_noise(t: int, chains: int, m: int, n: int, tries: int) -> tuple:
+def _ucd_step_noise(t: int, chains: int, m: int, n: int, tries: int, device: Any = None) -> tuple:
     """Uniforms of coupled step ``t`` in the order of
     :func:`discrete_kernels.ebm.rbm_coupled_gibbs_step`."""
     shapes = ((chains,), (chains, m), (tries, chains, 2), (tries, chains, m), (chains, n))
-    return tuple(torch.rand(*s) for s in shapes)
+    return tuple(torch.rand(*s, device=device) for s in shapes)
 
 
 def _ucd_negative(method: UCD, energy: RBM, batch: torch.Tensor):
@@ -194,20 +196,19 @@ def _ucd_negative(method: UCD, energy: RBM, batch: torch.Tensor):
     with torch.no_grad():
         params = core.RBMParams(*(p.detach() for p in energy.rbm_params()))
         n = params.weights.shape[1]
-        u_h0, u_v1, u_h1 = _ucd_start_noise(chains, m, n)
+        u_h0, u_v1, u_h1 = _ucd_start_noise(chains, m, n, batch.device)
         start = core.RBMState(
             batch, core.bernoulli_from_uniform(core.rbm_hidden_logits(params, batch), u_h0)
         )
         xi = core.rbm_gibbs_step(params, start, u_v1, u_h1)
         eta = start
     k = method.k
-    met = torch.zeros(chains, dtype=torch.bool)
-    surrogate = torch.zeros(())
+    surrogate = torch.zeros((), device=batch.device)
     if k == 0:
         surrogate = surrogate + energy(batch).sum() / chains
     met = core.same_state(xi.visible, eta.visible) & core.same_state(xi.hidden, eta.hidden)
     tau = torch.where(met, 1, 0)
-    rejections = torch.zeros(chains, dtype=torch.int32)
+    rejections = torch.zeros(chains, dtype=torch.int32, device=batch.device)
     tries_capped, t = 0, 1
     while True:
         w_xi, w_eta = core.ucd_weights(t, k, met)
@@ -218,7 +219,7 @@ def _ucd_negative(method: UCD, energy: RBM, batch: torch.Tensor):
             break
         t += 1
         with torch.no_grad():
-            noise = _ucd_step_noise(t, chains, m, n, method.max_tries)
+            noise = _ucd_step_noise(t, chains, m, n, method.max_tries, batch.device)
             xi, eta, info = core.rbm_coupled_gibbs_step(params, xi, eta, *noise)
         newly = ~met & core.same_state(xi.visible, eta.visible)
         newly = newly & core.same_state(xi.hidden, eta.hidden)

@@ -118,10 +118,14 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
 
     # torch
     monkeypatch.setattr(
-        ebm, "_ucd_start_noise", lambda c, m_, n_: tuple(torch.as_tensor(a) for a in start)
+        ebm,
+        "_ucd_start_noise",
+        lambda c, m_, n_, device=None: tuple(torch.as_tensor(a) for a in start),
     )
     monkeypatch.setattr(
-        ebm, "_ucd_step_noise", lambda t, c, m_, n_, k_: tuple(torch.as_tensor(a) for a in steps[t])
+        ebm,
+        "_ucd_step_noise",
+        lambda t, c, m_, n_, k_, device=None: tuple(torch.as_tensor(a) for a in steps[t]),
     )
     rbm = ebm.RBM(m, n)
     with torch.no_grad():
