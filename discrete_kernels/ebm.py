@@ -99,13 +99,19 @@ class PCD:
 
 @dataclass(frozen=True)
 class UCD:
-    """Unbiased contrastive divergence for an :class:`RBM`: per data point of the batch, two
-    coupled block Gibbs chains run until they meet (at most ``max_time`` steps; the residual
-    draws of a coupling get at most ``max_tries`` tries). Estimator with burn-in ``k``."""
+    """Unbiased contrastive divergence: per data point of the batch, two coupled chains run
+    until they meet (at most ``max_time`` steps). Estimator with burn-in ``k``.
+
+    ``coupling``: None or :class:`BlockGibbs` for the coupled block Gibbs chains of an RBM
+    (Alg. 3; the residual draws of its visible coupling get at most ``max_tries`` tries), or
+    a DMALA kernel of the trainer's PPL with a fixed step size, for any energy on binary
+    inputs (coordinate-wise maximal coupling of the proposals, a common MH uniform:
+    :func:`discrete_kernels.samplers.coupled_step`)."""
 
     k: int = 1
     max_time: int = 100
     max_tries: int = 10
+    coupling: Any = None
 
 
 def check_method(method: Any) -> None:

@@ -41,7 +41,7 @@ from .adaptation import (
     dual_averaging_init,
     step_size_adaptation_update,
 )
-from .domains import Domain
+from .domains import Binary, Domain
 from .steps import ChainState, StepInfo, dlp_noise_shapes, dlp_step, gwg_step
 from .validation import (
     check_bool,
@@ -71,10 +71,12 @@ __all__ = [
     "ab_spec",
     "acs_spec",
     "check_preconditioners",
+    "coupled_step",
     "dlp_spec",
     "esh_spec",
     "gibbs_spec",
     "gwg_spec",
+    "synchronised_noise",
 ]
 
 LocalFn = Callable[[tuple], tuple]
@@ -522,7 +524,17 @@ class ABSpec(SamplerSpec):
             check_symmetric_matrix(self.name, "coupling", self.coupling, flat_dim)
 
     def check_warmup(self, num_warmup: int, option: str) -> None:
-        self.plan(num_warmup)  # refuses a burn-in longer than the warmup
+        plan = self.plan(num_warmup)  # refuses a burn-in longer than the warmup
+        one_round = 6 * plan.block_size  # three probes of sigma, then three of balance
+        if self.adapt and 0 < num_warmup < one_round:
+            warnings.warn(
+                f"{self.name}: {option}={num_warmup} is shorter than one round of the step-size "
+                f"search ({one_round} steps: 6 blocks of {plan.block_size}); the step size stays "
+                f"near its start ({self.config.sigma}), where the chain may barely move. "
+                "Lengthen the warmup, pass a smaller block_size=, or pass step_size= with "
+                "adapt=False.",
+                stacklevel=3,
+            )
         if self.quadratic and num_warmup == 0 and self.coupling is None:
             warnings.warn(
                 f"{self.name}: variant={self.config.variant!r} fits W during warmup; with "
@@ -607,6 +619,62 @@ class ABSpec(SamplerSpec):
 
 def _same(state: Any) -> Any:
     return state
+
+
+# ------------------------------------------------------------------------------------------
+# coupled chains of the DLP samplers (UCD with gradient proposals)
+
+
+def synchronised_noise(noise: StepNoise, chain: ChainState, sites: Sites) -> StepNoise:
+    """``chain``'s half of the common noise of a coupled DLP step.
+
+    A DLP proposal factorises over coordinates. A Binary leaf flips coordinate ``i`` when
+    ``u_i < sigmoid(logit_i)``; written as a draw of the *new value*, ``y_i = 1`` iff
+    ``u'_i < P(y_i = 1 | x)``, with ``u'_i = u_i`` where ``x_i = 0`` and ``1 - u_i`` where
+    ``x_i = 1`` (still uniform). Two chains sharing ``u`` this way propose the same value with
+    probability ``1 - |P_xi(y_i = 1) - P_eta(y_i = 1)|``: a maximal coupling of each
+    coordinate. Other domains already draw the new value by inverse CDF from ``u_i`` (a common
+    uniform coupling: valid, not maximal in general). The MH uniform is shared as is.
+    """
+    uniforms = []
+    for domain, x, u in zip(sites.domains, chain.x, noise.uniforms):
+        if isinstance(domain, Binary):
+            xp = array_namespace(u)
+            u = xp.where(x == 1, 1.0 - u, u)
+        uniforms.append(u)
+    return noise._replace(uniforms=tuple(uniforms))
+
+
+def coupled_step(
+    spec: SamplerSpec,
+    xi: ChainState,
+    eta: ChainState,
+    noise: StepNoise,
+    params: StepParameters,
+    adapt_state: Any,
+    sites: Sites,
+    local_fn: LocalFn,
+) -> tuple[ChainState, ChainState, StepInfo, StepInfo]:
+    """One step of two coupled chains of a DLP sampler (DMALA, DULA, ACS) on common noise
+    (:func:`synchronised_noise`); each chain is marginally an exact step of ``spec``, and two
+    chains in the same state stay together.
+
+    Returns
+    -------
+    (xi_next, eta_next, info_xi, info_eta)
+    """
+    if not isinstance(spec, (DLPSpec, ACSSpec)):
+        raise ValueError(
+            f"coupled chains need a DLP proposal (DMALA, DULA or ACS); got {spec.name}."
+        )
+    sampler: SamplerSpec = spec  # the shared DLP step, whichever of the two specs
+    xi, info_xi = sampler.step(
+        xi, synchronised_noise(noise, xi, sites), params, adapt_state, sites, local_fn
+    )
+    eta, info_eta = sampler.step(
+        eta, synchronised_noise(noise, eta, sites), params, adapt_state, sites, local_fn
+    )
+    return xi, eta, info_xi, info_eta
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Training energy-based models on binary data with JAX: CD-k, PCD with any kernel of this
-library, and unbiased contrastive divergence (UCD) for RBMs.
+library, and unbiased contrastive divergence (UCD).
 
 The model is ``p(x) ∝ exp(-E(x; params))`` on ``x`` in ``{0, 1}^d``; ``energy(params, x)``
 maps a batch (N, d) to (N,) energies (for an RBM, :class:`RBM`, the free energy of the
@@ -11,9 +11,12 @@ the model term is estimated:
   per iteration, optional re-initialisation at data): the sampler is any discrete kernel of
   :mod:`numpyro_ext` built without a model (``nx.DMALA(step_size=0.2)``, ``nx.GWG()``, ...) or
   :class:`BlockGibbs` for an RBM (the default there);
-- :class:`UCD` (Qiu, Zhang and Wang, ICLR 2020): two coupled block Gibbs chains of an RBM
-  per data point, run until they meet (:func:`discrete_kernels.ebm.rbm_coupled_gibbs_step`),
-  which makes the model term unbiased; meeting times and cap hits are in the history.
+- :class:`UCD` (Qiu, Zhang and Wang, ICLR 2020): two coupled chains per data point, run until
+  they meet, which makes the model term unbiased: block Gibbs chains of an RBM
+  (:func:`discrete_kernels.ebm.rbm_coupled_gibbs_step`) or, for any energy, DMALA chains
+  coupled per coordinate (``UCD(coupling=nx.DMALA(step_size=...))``,
+  :func:`discrete_kernels.samplers.coupled_step`); meeting times and cap hits are in the
+  history.
 
 All the mathematics is in :mod:`discrete_kernels.ebm` and the samplers' specs; this module
 draws the noise, runs the loops and holds the state. One iteration is one jit-compiled call.
@@ -306,12 +309,96 @@ def _mean_energy_grad(energy, params, x):
     return jax.value_and_grad(lambda p: jnp.mean(energy(p, x)))(params)
 
 
-def _ucd_negative(method: UCD, energy: RBM, params, batch, key):
-    """UCD's estimate of ``E_model[grad E]`` (and ``E_model[E]``) from coupled chains started
-    at ``batch``; statistics of the meeting times and caps."""
+class _Coupling(NamedTuple):
+    """How UCD runs its two chains: ``start(key) -> (key, xi_1, eta_0)`` from the batch,
+    ``step(key, t, xi, eta) -> (key, xi, eta, rejections, capped)`` (one coupled step, per
+    chain), ``same(xi, eta)`` (C,) and ``visible(state)`` (C, d)."""
+
+    start: Callable
+    step: Callable
+    same: Callable
+    visible: Callable
+
+
+def _rbm_coupling(method: UCD, params, batch) -> _Coupling:
+    """The coupled block Gibbs chains of Alg. 3, on the RBM's visible and hidden units."""
     chains, m = batch.shape
     n = params.weights.shape[1]
-    tries = method.max_tries
+
+    def start(key):
+        key, (u_h0, u_v1, u_h1) = _ucd_start_noise(key, chains, m, n)
+        h0 = core.bernoulli_from_uniform(core.rbm_hidden_logits(params, batch), u_h0)
+        eta = core.RBMState(batch, h0)
+        return key, core.rbm_gibbs_step(params, eta, u_v1, u_h1), eta
+
+    def step(key, t, xi, eta):
+        key, noise = _ucd_step_noise(key, t, chains, m, n, method.max_tries)
+        xi, eta, info = core.rbm_coupled_gibbs_step(params, xi, eta, *noise)
+        return key, xi, eta, info.rejections, info.capped
+
+    def same(xi, eta):
+        return core.same_state(xi.visible, eta.visible) & core.same_state(xi.hidden, eta.hidden)
+
+    return _Coupling(start, step, same, lambda state: state.visible)
+
+
+def _kernel_coupling(kernel: DiscreteKernel, energy, params, batch) -> _Coupling:
+    """Two DMALA chains on ``{0, 1}^d`` coupled per coordinate with a common MH uniform
+    (:func:`discrete_kernels.samplers.coupled_step`); each chain keeps its cached log density
+    and gradient, so a coupled step costs two gradient evaluations per pair."""
+    chains, dim = batch.shape
+    spec, sites, adapt = _kernel_sampler(kernel, dim)
+    if not (isinstance(spec, dk.samplers.DLPSpec) and spec.metropolis):
+        raise ValueError(
+            f"UCD: coupling must be BlockGibbs() (RBM) or a DMALA kernel (nx.DMALA(step_size="
+            f"...)), got {spec.name}: the estimator needs one fixed kernel that leaves the "
+            "model invariant (no DULA, no cyclical or tuned step sizes)."
+        )
+    init, one_step = _kernel_chain_fns(kernel, dim, lambda z: -energy(params, z[None])[0])
+    shapes = spec.noise_shapes(sites, [(dim,)])
+    step_params = spec.parameters(adapt)
+
+    def local_fn(leaves):
+        xf = jnp.asarray(leaves[0], jnp.result_type(float))
+        f, g = jax.value_and_grad(lambda z: -energy(params, z[None])[0])(xf)
+        return f, (g,)
+
+    def start(key):
+        key, key_first = random.split(key)
+        eta = jax.vmap(init)(jnp.asarray(batch, jnp.int32))
+
+        def first(chain, k):
+            return one_step(chain, adapt, k, 0)[0]
+
+        return key, jax.vmap(first)(eta, random.split(key_first, chains)), eta
+
+    def coupled(xi, eta, k):
+        _, noise = draw_noise(k, shapes)
+        xi, eta, _, _ = dk.samplers.coupled_step(
+            spec, xi, eta, noise, step_params, adapt, sites, local_fn
+        )
+        return xi, eta
+
+    def step(key, t, xi, eta):
+        key, key_step = random.split(key)
+        xi, eta = jax.vmap(coupled)(xi, eta, random.split(key_step, chains))
+        zeros = jnp.zeros((chains,), jnp.int32)
+        return key, xi, eta, zeros, zeros.astype(bool)
+
+    def same(xi, eta):
+        return core.same_state(xi.x[0], eta.x[0])
+
+    return _Coupling(start, step, same, lambda state: jnp.asarray(state.x[0], batch.dtype))
+
+
+def _ucd_negative(method: UCD, energy: Any, params, batch, key):
+    """UCD's estimate of ``E_model[grad E]`` (and ``E_model[E]``) from coupled chains started
+    at ``batch``; statistics of the meeting times and caps."""
+    chains = batch.shape[0]
+    if method.coupling is None or isinstance(method.coupling, BlockGibbs):
+        coupling = _rbm_coupling(method, params, batch)
+    else:
+        coupling = _kernel_coupling(method.coupling, energy, params, batch)
 
     def weighted_grad(xi_v, eta_v, w_xi, w_eta):
         def total(p):
@@ -319,20 +406,15 @@ def _ucd_negative(method: UCD, energy: RBM, params, batch, key):
 
         return jax.value_and_grad(total)(params)
 
-    key, (u_h0, u_v1, u_h1) = _ucd_start_noise(key, chains, m, n)
-    h0 = core.bernoulli_from_uniform(core.rbm_hidden_logits(params, batch), u_h0)
-    start = core.RBMState(batch, h0)
-    first = core.rbm_gibbs_step(params, start, u_v1, u_h1)
+    key, first, start = coupling.start(key)
     k = method.k
     # t = 0 (only k = 0 uses it) and t = 1
     met0 = jnp.zeros((chains,), bool)
     w_xi, _ = core.ucd_weights(0, k, met0)
     value, grad = weighted_grad(batch, batch, w_xi, jnp.zeros_like(w_xi))
-    met = core.same_state(first.visible, start.visible) & core.same_state(
-        first.hidden, start.hidden
-    )
+    met = coupling.same(first, start)
     w_xi, w_eta = core.ucd_weights(1, k, met)
-    v1, g1 = weighted_grad(first.visible, start.visible, w_xi, w_eta)
+    v1, g1 = weighted_grad(coupling.visible(first), coupling.visible(start), w_xi, w_eta)
     value, grad = value + v1, jax.tree.map(jnp.add, grad, g1)
     tau = jnp.where(met, 1, 0)
     carry = (
@@ -355,16 +437,14 @@ def _ucd_negative(method: UCD, energy: RBM, params, batch, key):
     def body(carry):
         t, xi, eta, met, tau, value, grad, rejections, tries_capped, key = carry
         t = t + 1
-        key, noise = _ucd_step_noise(key, t, chains, m, n, tries)
-        xi, eta, info = core.rbm_coupled_gibbs_step(params, xi, eta, *noise)
-        newly = ~met & core.same_state(xi.visible, eta.visible)
-        newly = newly & core.same_state(xi.hidden, eta.hidden)
+        key, xi, eta, step_rejections, capped = coupling.step(key, t, xi, eta)
+        newly = ~met & coupling.same(xi, eta)
         met_now = met | newly
         tau = jnp.where(newly, t, tau)
         w_xi, w_eta = core.ucd_weights(t, k, met_now)
-        v, g = weighted_grad(xi.visible, eta.visible, w_xi, w_eta)
-        rejections = rejections + jnp.where(met, 0, info.rejections)
-        tries_capped = tries_capped + jnp.sum(~met & info.capped)
+        v, g = weighted_grad(coupling.visible(xi), coupling.visible(eta), w_xi, w_eta)
+        rejections = rejections + jnp.where(met, 0, step_rejections)
+        tries_capped = tries_capped + jnp.sum(~met & capped)
         return (
             t,
             xi,
@@ -416,7 +496,16 @@ def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, 
     num_data, dim = data_shape
     sampler = None if isinstance(method, UCD) else _sampler_of(method, energy)
     if isinstance(method, UCD) and not isinstance(energy, RBM):
-        raise ValueError("UCD couples block Gibbs chains of an RBM: energy must be ebm.RBM.")
+        if method.coupling is None or isinstance(method.coupling, BlockGibbs):
+            raise ValueError(
+                "UCD with coupled block Gibbs chains (the default coupling) needs the RBM "
+                "energy (ebm.RBM); for other energies pass coupling=nx.DMALA(step_size=...)."
+            )
+        if not isinstance(method.coupling, DiscreteKernel):
+            raise ValueError(
+                f"UCD: coupling must be BlockGibbs() or a numpyro_ext DMALA kernel, got "
+                f"{method.coupling!r}."
+            )
 
     def update(params: Any, opt_state: Any, buffer: Any, key: jax.Array, data: Any) -> tuple:
         key, key_step = random.split(key)

@@ -6,7 +6,8 @@ optimiser is any ``torch.optim`` optimiser over its parameters. Ready-made energ
 :class:`RBM` (free energy of a Bernoulli RBM), :class:`IsingEnergy`, :class:`MLPEnergy`.
 Methods: ``CD(k, sampler)``, ``PCD(sampler, steps, num_chains, reinit_prob)`` with
 ``BlockGibbs()`` (an RBM's default) or a kernel of :mod:`pyro_ext` built without a model
-(``px.DMALA(step_size=0.2)``), and ``UCD(k, max_time, max_tries)`` for an RBM.
+(``px.DMALA(step_size=0.2)``), and ``UCD(k, max_time, max_tries, coupling)`` with coupled
+block Gibbs chains of an RBM or coupled DMALA chains of any energy.
 
 Randomness comes from torch's global generator (seed it with ``torch.manual_seed``); its state
 is part of the returned :class:`EBMResult`, so ``train(..., resume=result)`` continues bit for
@@ -189,43 +190,144 @@ def _ucd_step_noise(t: int, chains: int, m: int, n: int, tries: int, device: Any
     return tuple(torch.rand(*s, device=device) for s in shapes)
 
 
-def _ucd_negative(method: UCD, energy: RBM, batch: torch.Tensor):
-    """UCD's surrogate for the model term (its gradient estimates ``E_model[grad E]``
-    unbiasedly) and the meeting statistics."""
-    chains, m = batch.shape
-    with torch.no_grad():
-        params = core.RBMParams(*(p.detach() for p in energy.rbm_params()))
+class _RBMCoupling:
+    """Coupled block Gibbs chains of an RBM (Alg. 3): states are :class:`RBMState` batches."""
+
+    def __init__(self, method: UCD, energy: RBM, batch: torch.Tensor) -> None:
+        self.method, self.batch = method, batch
+        self.params = core.RBMParams(*(p.detach() for p in energy.rbm_params()))
+
+    def start(self):
+        params, batch = self.params, self.batch
+        chains, m = batch.shape
         n = params.weights.shape[1]
         u_h0, u_v1, u_h1 = _ucd_start_noise(chains, m, n, batch.device)
-        start = core.RBMState(
+        eta = core.RBMState(
             batch, core.bernoulli_from_uniform(core.rbm_hidden_logits(params, batch), u_h0)
         )
-        xi = core.rbm_gibbs_step(params, start, u_v1, u_h1)
-        eta = start
+        return core.rbm_gibbs_step(params, eta, u_v1, u_h1), eta
+
+    def step(self, t: int, xi, eta):
+        chains, m = self.batch.shape
+        n = self.params.weights.shape[1]
+        noise = _ucd_step_noise(t, chains, m, n, self.method.max_tries, self.batch.device)
+        xi, eta, info = core.rbm_coupled_gibbs_step(self.params, xi, eta, *noise)
+        return xi, eta, info.rejections, info.capped
+
+    @staticmethod
+    def same(xi, eta) -> torch.Tensor:
+        return core.same_state(xi.visible, eta.visible) & core.same_state(xi.hidden, eta.hidden)
+
+    @staticmethod
+    def visible(state) -> torch.Tensor:
+        return state.visible
+
+
+def _coupling_spec(kernel: Any) -> Any:
+    """The DMALA spec of a UCD coupling kernel, or ``ValueError``."""
+    spec = kernel._spec if isinstance(kernel, DiscreteKernel) else None
+    if not (isinstance(spec, dk.samplers.DLPSpec) and spec.metropolis):
+        name = spec.name if spec is not None else repr(kernel)
+        raise ValueError(
+            f"UCD: coupling must be BlockGibbs() (RBM) or a DMALA kernel (px.DMALA("
+            f"step_size=...)), got {name}: the estimator needs one fixed kernel that leaves "
+            "the model invariant (no DULA, no cyclical or tuned step sizes)."
+        )
+    return spec
+
+
+class _KernelCoupling:
+    """Two DMALA chains per data point, coupled per coordinate with a common MH uniform
+    (:func:`discrete_kernels.samplers.coupled_step`); a Python loop over the pairs."""
+
+    def __init__(self, kernel: DiscreteKernel, energy: nn.Module, batch: torch.Tensor) -> None:
+        spec = _coupling_spec(kernel)
+        dim = batch.shape[-1]
+        self.spec, self.batch = spec, batch
+        self.sites = Sites(("x",), (dk.Binary(),), (False,))
+        self.like = torch.ones((), dtype=batch.dtype, device=batch.device)
+        self.adapt = spec.adapt_init(self.like, 0, dim, PYTHON_CONTROL)
+        self.params = spec.parameters(self.adapt)
+        self.shapes = spec.noise_shapes(self.sites, [(dim,)])
+
+        def local_fn(leaves: tuple) -> tuple:
+            z = leaves[0].to(batch.dtype).detach().requires_grad_(True)
+            f = -energy(z[None])[0]
+            (g,) = torch.autograd.grad(f, z)
+            return f.detach(), (g,)
+
+        self.local_fn = local_fn
+
+    def _one(self, chain):
+        return self.spec.step(
+            chain,
+            draw_noise(self.shapes, self.like),
+            self.params,
+            self.adapt,
+            self.sites,
+            self.local_fn,
+        )[0]
+
+    def start(self):
+        eta = [dk.ChainState((x,), *self.local_fn((x,))) for x in self.batch.to(torch.long)]
+        return [self._one(chain) for chain in eta], eta
+
+    def step(self, t: int, xi, eta):
+        pairs = [
+            dk.samplers.coupled_step(
+                self.spec,
+                a,
+                b,
+                draw_noise(self.shapes, self.like),
+                self.params,
+                self.adapt,
+                self.sites,
+                self.local_fn,
+            )[:2]
+            for a, b in zip(xi, eta)
+        ]
+        zeros = torch.zeros(len(pairs), dtype=torch.int32, device=self.batch.device)
+        return [p[0] for p in pairs], [p[1] for p in pairs], zeros, zeros.bool()
+
+    def same(self, xi, eta) -> torch.Tensor:
+        return core.same_state(self.visible(xi), self.visible(eta))
+
+    def visible(self, states) -> torch.Tensor:
+        return torch.stack([s.x[0] for s in states]).to(self.batch.dtype)
+
+
+def _ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):
+    """UCD's surrogate for the model term (its gradient estimates ``E_model[grad E]``
+    unbiasedly) and the meeting statistics."""
+    chains = batch.shape[0]
+    coupling: Any
+    if method.coupling is None or isinstance(method.coupling, BlockGibbs):
+        coupling = _RBMCoupling(method, energy, batch)  # type: ignore[arg-type]
+    else:
+        coupling = _KernelCoupling(method.coupling, energy, batch)
+    xi, eta = coupling.start()  # the RBM coupling works on detached parameters
     k = method.k
     surrogate = torch.zeros((), device=batch.device)
     if k == 0:
         surrogate = surrogate + energy(batch).sum() / chains
-    met = core.same_state(xi.visible, eta.visible) & core.same_state(xi.hidden, eta.hidden)
+    met = coupling.same(xi, eta)
     tau = torch.where(met, 1, 0)
     rejections = torch.zeros(chains, dtype=torch.int32, device=batch.device)
     tries_capped, t = 0, 1
     while True:
         w_xi, w_eta = core.ucd_weights(t, k, met)
         if bool((w_xi != 0).any() | (w_eta != 0).any()):
-            term = w_xi * energy(xi.visible) - w_eta * energy(eta.visible)
+            xi_v, eta_v = coupling.visible(xi), coupling.visible(eta)
+            term = w_xi * energy(xi_v) - w_eta * energy(eta_v)
             surrogate = surrogate + term.sum() / chains
         if (t >= k and bool(met.all())) or t >= method.max_time:
             break
         t += 1
-        with torch.no_grad():
-            noise = _ucd_step_noise(t, chains, m, n, method.max_tries, batch.device)
-            xi, eta, info = core.rbm_coupled_gibbs_step(params, xi, eta, *noise)
-        newly = ~met & core.same_state(xi.visible, eta.visible)
-        newly = newly & core.same_state(xi.hidden, eta.hidden)
+        xi, eta, step_rejections, capped = coupling.step(t, xi, eta)
+        newly = ~met & coupling.same(xi, eta)
         tau = torch.where(newly, t, tau)
-        rejections = rejections + torch.where(met, 0, info.rejections)
-        tries_capped += int((~met & info.capped).sum())
+        rejections = rejections + torch.where(met, 0, step_rejections)
+        tries_capped += int((~met & capped).sum())
         met = met | newly
     tau = torch.where(met, tau, t)
     info_out = {
@@ -260,8 +362,15 @@ def train(
     data = torch.as_tensor(np.asarray(data), dtype=torch.get_default_dtype())
     if data.ndim != 2 or not bool(((data == 0) | (data == 1)).all()):
         raise ValueError("train: data must be a (N, d) array of 0/1 values.")
-    if isinstance(method, UCD) and not isinstance(energy, RBM):
-        raise ValueError("UCD couples block Gibbs chains of an RBM: energy must be ebm.RBM.")
+    if isinstance(method, UCD):
+        if method.coupling is None or isinstance(method.coupling, BlockGibbs):
+            if not isinstance(energy, RBM):
+                raise ValueError(
+                    "UCD with coupled block Gibbs chains (the default coupling) needs the RBM "
+                    "energy (ebm.RBM); for other energies pass coupling=px.DMALA(step_size=...)."
+                )
+        else:
+            _coupling_spec(method.coupling)
     sampler = None if isinstance(method, UCD) else _sampler_of(method, energy)
     num_data = data.shape[0]
     num_chains = batch_size
@@ -284,7 +393,6 @@ def train(
         batch = data[torch.randint(0, num_data, (batch_size,))]
         info: dict = {"accept_prob": math.nan}
         if isinstance(method, UCD):
-            assert isinstance(energy, RBM)  # checked above
             negative, ucd_info = _ucd_negative(method, energy, batch)
             info.update(ucd_info)
         else:

@@ -28,6 +28,7 @@ SLOW = pytest.mark.slow  # benchmarks' smoke runs: `pytest -m slow`
         pytest.param("benchmarks/rbm_acs.py", marks=SLOW),
         pytest.param("benchmarks/ab_targets.py", marks=SLOW),
         pytest.param("benchmarks/esh_targets.py", marks=SLOW),
+        pytest.param("benchmarks/ucd_couplings.py", marks=SLOW),
     ],
 )
 def test_script_runs(script):

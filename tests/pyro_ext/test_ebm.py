@@ -66,8 +66,10 @@ def test_errors_name_the_argument():
     data = bars_and_stripes()
     ising = ebm.IsingEnergy(4)
     opt = torch.optim.SGD(ising.parameters(), lr=0.1)
-    with pytest.raises(ValueError, match="UCD couples block Gibbs chains of an RBM"):
+    with pytest.raises(ValueError, match="needs the RBM energy.*coupling=px.DMALA"):
         ebm.train(ising, data, optimizer=opt, method=ebm.UCD(), num_steps=1)
+    with pytest.raises(ValueError, match="coupling must be BlockGibbs.*or a DMALA kernel.*got GWG"):
+        ebm.train(ising, data, optimizer=opt, method=ebm.UCD(coupling=px.GWG()), num_steps=1)
     with pytest.raises(ValueError, match="give sampler="):
         ebm.train(ising, data, optimizer=opt, method=ebm.PCD(), num_steps=1)
     with pytest.raises(ValueError, match="max_time must be an integer >= 2"):
@@ -88,6 +90,48 @@ def test_other_energies_train_with_a_library_kernel():
             progress_bar=False,
         )
         assert np.all(np.isfinite(result.history["energy_gap"]))
+    energy = ebm.IsingEnergy(3)
+    result = ebm.train(
+        energy,
+        data,
+        optimizer=torch.optim.Adam(energy.parameters(), lr=0.01),
+        method=ebm.UCD(coupling=px.DMALA(step_size=1.0), max_time=300),
+        num_steps=2,
+        batch_size=8,
+        progress_bar=False,
+    )
+    assert np.all(np.isfinite(result.history["energy_gap"]))
+    assert np.all(result.history["meeting_time"] >= 1)
+
+
+@pytest.mark.slow  # 60 s of Python loops over chains; the JAX trainer's test runs by default
+def test_ucd_with_coupled_dmala_is_unbiased():
+    """The torch trainer's UCD negative phase with coupled DMALA chains: its gradient
+    estimate of the model term averages to the exact ``E_model[grad F]`` of a small RBM."""
+    torch.manual_seed(0)
+    rbm = ebm.RBM(4, 2, scale=0.8)
+    params = core.RBMParams(*(p.detach().double() for p in rbm.rbm_params()))
+    states = core.binary_states(4, params.weights)
+    log_w = -core.rbm_free_energy(params, states)
+    weights = torch.softmax(log_w, 0)
+    method = ebm.UCD(k=1, max_time=300, coupling=px.DMALA(step_size=2.0))
+    batch = torch.tensor([[1.0, 0, 1, 1]] * 200)
+    estimates, taus = [], []
+    for _ in range(10):
+        rbm.zero_grad()
+        surrogate, info = ebm._ucd_negative(method, rbm, batch)
+        surrogate.backward()
+        estimates.append(rbm.visible_bias.grad.clone().numpy())
+        taus.append(info["meeting_time"])
+        assert info["time_capped"] == 0
+    # d F / d visible_bias = -v, so the model term is -E_model[v]
+    exact = -(weights[:, None] * states).sum(0).numpy()
+    estimates = np.array(estimates)
+    z = (estimates.mean(0) - exact) / (estimates.std(0, ddof=1) / np.sqrt(len(estimates)))
+    assert np.all(np.abs(z) < 5), z
+    assert 1.0 < np.mean(taus) < 10.0
+    # power: the data batch itself (CD-0) is far from the model
+    assert np.max(np.abs(-batch[0].numpy() - exact) / estimates.std(0, ddof=1)) > 3
 
 
 def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
