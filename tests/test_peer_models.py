@@ -116,6 +116,31 @@ def _pyro_bernoulli(exact_sites):
     return _bernoulli_features(s["y"].numpy(), s["z"].numpy(), s["nuisance"].numpy())
 
 
+def _pyro_bernoulli_gwg_esh(exact_sites):
+    """Issue 10's second Pyro failure on this model: px.Gibbs with GWG and ESH."""
+    pyro.set_rng_seed(4)
+    data = torch.as_tensor(BERN_DATA, dtype=torch.float32)
+    gwg = px.GWG(p_bernoulli_model, exact_sites=exact_sites)
+    esh = px.ESH(p_bernoulli_model, step_size=0.3, num_steps=8)
+    kernel = px.Gibbs([(gwg, px.discrete_sites), (esh, None)])
+    mcmc = PMCMC(kernel, num_samples=1500, warmup_steps=300, disable_progbar=True)
+    mcmc.run(data)
+    s = mcmc.get_samples(group_by_chain=True)
+    return _bernoulli_features(s["y"].numpy(), s["z"].numpy(), s["nuisance"].numpy())
+
+
+def _numpyro_bernoulli_acs_esh(exact_sites):
+    """Issue 10's NumPyro failure on this model: Gibbs with ACS and ESH froze z."""
+    data = jnp.asarray(BERN_DATA, dtype=jnp.float32)
+    acs = nx.ACS(n_bernoulli_model, exact_sites=exact_sites)
+    esh = nx.ESH(n_bernoulli_model, step_size=0.3, num_steps=8)
+    kernel = NGibbs([(acs, discrete_latent_sites), (esh, None)])
+    mcmc = NMCMC(kernel, num_warmup=1000, num_samples=3000, progress_bar=False)
+    mcmc.run(jax.random.key(5), data)
+    s = mcmc.get_samples(group_by_chain=True)
+    return _bernoulli_features(np.asarray(s["y"]), np.asarray(s["z"]), np.asarray(s["nuisance"]))
+
+
 def _numpyro_bernoulli(exact_sites):
     data = jnp.asarray(BERN_DATA, dtype=jnp.float32)
     dmala = nx.DMALA(n_bernoulli_model, exact_sites=exact_sites)
@@ -129,8 +154,13 @@ def _numpyro_bernoulli(exact_sites):
 
 @pytest.mark.parametrize(
     "run",
-    [_pyro_bernoulli, pytest.param(_numpyro_bernoulli, marks=pytest.mark.slow)],
-    ids=["pyro", "numpyro"],
+    [
+        _pyro_bernoulli,
+        pytest.param(_numpyro_bernoulli, marks=pytest.mark.slow),
+        pytest.param(_pyro_bernoulli_gwg_esh, marks=pytest.mark.slow),
+        pytest.param(_numpyro_bernoulli_acs_esh, marks=pytest.mark.slow),
+    ],
+    ids=["pyro", "numpyro", "pyro-gwg-esh", "numpyro-acs-esh"],
 )
 def test_bernoulli_latent_model_in_gibbs_with_nuts(run):
     expected = bernoulli_exact()
@@ -328,3 +358,28 @@ def test_spike_and_slab_with_coefficients_in_gibbs_with_ab():
         got = _numpyro_spike_slab_ab("auto")
     assert_mc_close(got, expected)
     assert _fails(assert_mc_close, _quietly(_numpyro_spike_slab_ab, []), expected)
+
+
+def p_spike_slab_coefficients(y):
+    gamma = pyro.sample("gamma", pdist.Bernoulli(0.3).expand([5]).to_event(1))
+    beta = pyro.sample("beta", pdist.Normal(0.0, 2.0).expand([5]).to_event(1))
+    mean = torch.as_tensor(SS_X, dtype=torch.float32) @ (gamma * beta)
+    pyro.sample("y", pdist.Normal(mean, 1.0).to_event(1), obs=y)
+
+
+def _pyro_spike_slab_ab(exact_sites):
+    pyro.set_rng_seed(6)
+    ab = px.AB(p_spike_slab_coefficients, exact_sites=exact_sites)
+    kernel = px.Gibbs([(ab, ["gamma"]), (PNUTS(p_spike_slab_coefficients), None)])
+    mcmc = PMCMC(kernel, num_samples=1500, warmup_steps=600, disable_progbar=True)
+    mcmc.run(torch.as_tensor(SS_Y, dtype=torch.float32))
+    return mcmc.get_samples(group_by_chain=True)["gamma"].numpy().astype(np.float64)
+
+
+@pytest.mark.slow
+def test_spike_and_slab_with_coefficients_in_pyro_gibbs_with_ab():
+    """Issue 10's case 3 in Pyro: ``px.Gibbs([(px.AB, ["gamma"]), (NUTS, None)])``."""
+    expected = spike_slab_exact()
+    with pytest.warns(UserWarning, match="site 'gamma'.*Sampling 'gamma' with exact differences"):
+        got = _pyro_spike_slab_ab("auto")
+    assert_mc_close(got, expected)
