@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 from array_api_compat import device as _device
 
 from ._xp import Array, array_namespace, log_sigmoid
+from .samplers import DLPSpec
 from .validation import check_int, check_number
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "UCD",
     "BlockGibbs",
     "check_method",
+    "check_ucd_coupling",
     "CouplingInfo",
     "RBMParams",
     "RBMState",
@@ -112,6 +114,32 @@ class UCD:
     max_time: int = 100
     max_tries: int = 10
     coupling: Any = None
+
+
+def check_ucd_coupling(method: UCD, is_rbm: bool, spec: Any, kernel_hint: str) -> None:
+    """Refuse a UCD coupling the estimator cannot use (``ValueError``).
+
+    Coupled block Gibbs (``coupling`` None or :class:`BlockGibbs`) needs an RBM. Otherwise the
+    coupling must be a DMALA kernel: UCD's telescoping sum needs one time-homogeneous kernel
+    that leaves the model invariant (the chain behind must run the same kernel as the chain
+    ahead, or met chains part again), which rules out DULA and ACS's cyclical step size.
+    ``spec`` is the coupling kernel's sampler spec, or None when it is not a kernel of the
+    trainer's PPL; ``kernel_hint`` spells a DMALA kernel of that PPL (``nx.DMALA``).
+    """
+    if method.coupling is None or isinstance(method.coupling, BlockGibbs):
+        if not is_rbm:
+            raise ValueError(
+                "UCD with coupled block Gibbs chains (the default coupling) needs the RBM "
+                f"energy (ebm.RBM); for other energies pass coupling={kernel_hint}(step_size=...)."
+            )
+        return
+    if not (isinstance(spec, DLPSpec) and spec.metropolis):
+        name = spec.name if spec is not None else repr(method.coupling)
+        raise ValueError(
+            f"UCD: coupling must be BlockGibbs() (RBM) or a DMALA kernel ({kernel_hint}("
+            f"step_size=...)), got {name}: the estimator needs one fixed kernel that leaves "
+            "the model invariant (no DULA, no cyclical or tuned step sizes)."
+        )
 
 
 def check_method(method: Any) -> None:

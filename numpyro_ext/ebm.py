@@ -37,7 +37,7 @@ from jax import random
 
 import discrete_kernels as dk
 from discrete_kernels import ebm as core
-from discrete_kernels.ebm import CD, PCD, UCD, BlockGibbs, check_method
+from discrete_kernels.ebm import CD, PCD, UCD, BlockGibbs, check_method, check_ucd_coupling
 from discrete_kernels.esh import log_mean_exp_with_error
 from discrete_kernels.samplers import SamplerSpec, Sites
 from discrete_kernels.validation import check_int
@@ -200,7 +200,7 @@ def _advance(sampler, energy, params, x, key, num_steps: int, dim: int):
         return v, jnp.asarray(jnp.nan)
 
     _, _, adapt = _kernel_sampler(sampler, dim)
-    init, step = _kernel_chain_fns(sampler, dim, lambda z: -energy(params, z[None])[0])
+    init, step, _ = _kernel_chain_fns(sampler, dim, lambda z: -energy(params, z[None])[0])
 
     def one_chain(x1, key1):
         def body(i, carry):
@@ -219,9 +219,10 @@ def _advance(sampler, energy, params, x, key, num_steps: int, dim: int):
 
 
 def _kernel_chain_fns(kernel: DiscreteKernel, dim: int, log_density: Callable):
-    """``(init, step)`` of one chain of ``kernel`` on ``{0, 1}^dim`` for ``log_density(x)``
-    (a float vector in, a scalar out): ``init(x) -> chain``, ``step(chain, adapt, key, i) ->
-    (chain, adapt, accept_prob)``."""
+    """``(init, step, local_fn)`` of one chain of ``kernel`` on ``{0, 1}^dim`` for
+    ``log_density(x)`` (a float vector in, a scalar out): ``init(x) -> chain``,
+    ``step(chain, adapt, key, i) -> (chain, adapt, accept_prob)`` and the spec's
+    ``local_fn(leaves) -> (f, (grad,))``."""
     spec, sites, _ = _kernel_sampler(kernel, dim)
 
     def local_fn(leaves: tuple) -> tuple:
@@ -242,7 +243,7 @@ def _kernel_chain_fns(kernel: DiscreteKernel, dim: int, log_density: Callable):
         adapt_state = spec.adapt_update(adapt_state, info, params, i, 0, JAX_CONTROL)
         return chain, adapt_state, info.accept_prob
 
-    return init, step
+    return init, step, local_fn
 
 
 def ais_log_partition(
@@ -290,7 +291,7 @@ def ais_log_partition(
             def log_density(z, beta=beta):
                 return (1 - beta) * base_log_density(z) + beta * target_log_density(z)
 
-            init, step = _kernel_chain_fns(sampler, dim, log_density)
+            init, step, _ = _kernel_chain_fns(sampler, dim, log_density)
             key, key_step = random.split(key)
             chain, _, _ = step(init(x), adapt, key_step, j)
             return chain.x[0], log_w, key
@@ -347,21 +348,10 @@ def _kernel_coupling(kernel: DiscreteKernel, energy, params, batch) -> _Coupling
     (:func:`discrete_kernels.samplers.coupled_step`); each chain keeps its cached log density
     and gradient, so a coupled step costs two gradient evaluations per pair."""
     chains, dim = batch.shape
-    spec, sites, adapt = _kernel_sampler(kernel, dim)
-    if not (isinstance(spec, dk.samplers.DLPSpec) and spec.metropolis):
-        raise ValueError(
-            f"UCD: coupling must be BlockGibbs() (RBM) or a DMALA kernel (nx.DMALA(step_size="
-            f"...)), got {spec.name}: the estimator needs one fixed kernel that leaves the "
-            "model invariant (no DULA, no cyclical or tuned step sizes)."
-        )
-    init, one_step = _kernel_chain_fns(kernel, dim, lambda z: -energy(params, z[None])[0])
+    spec, sites, adapt = _kernel_sampler(kernel, dim)  # a DMALA spec (check_ucd_coupling)
+    init, one_step, local_fn = _kernel_chain_fns(kernel, dim, lambda z: -energy(params, z[None])[0])
     shapes = spec.noise_shapes(sites, [(dim,)])
     step_params = spec.parameters(adapt)
-
-    def local_fn(leaves):
-        xf = jnp.asarray(leaves[0], jnp.result_type(float))
-        f, g = jax.value_and_grad(lambda z: -energy(params, z[None])[0])(xf)
-        return f, (g,)
 
     def start(key):
         key, key_first = random.split(key)
@@ -495,17 +485,10 @@ def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, 
 
     num_data, dim = data_shape
     sampler = None if isinstance(method, UCD) else _sampler_of(method, energy)
-    if isinstance(method, UCD) and not isinstance(energy, RBM):
-        if method.coupling is None or isinstance(method.coupling, BlockGibbs):
-            raise ValueError(
-                "UCD with coupled block Gibbs chains (the default coupling) needs the RBM "
-                "energy (ebm.RBM); for other energies pass coupling=nx.DMALA(step_size=...)."
-            )
-        if not isinstance(method.coupling, DiscreteKernel):
-            raise ValueError(
-                f"UCD: coupling must be BlockGibbs() or a numpyro_ext DMALA kernel, got "
-                f"{method.coupling!r}."
-            )
+    if isinstance(method, UCD):
+        coupling = method.coupling
+        spec = coupling._spec if isinstance(coupling, DiscreteKernel) else None
+        check_ucd_coupling(method, isinstance(energy, RBM), spec, "nx.DMALA")
 
     def update(params: Any, opt_state: Any, buffer: Any, key: jax.Array, data: Any) -> tuple:
         key, key_step = random.split(key)

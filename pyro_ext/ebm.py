@@ -27,7 +27,7 @@ from torch import nn
 
 import discrete_kernels as dk
 from discrete_kernels import ebm as core
-from discrete_kernels.ebm import CD, PCD, UCD, BlockGibbs, check_method
+from discrete_kernels.ebm import CD, PCD, UCD, BlockGibbs, check_method, check_ucd_coupling
 from discrete_kernels.samplers import PYTHON_CONTROL, Sites
 from discrete_kernels.validation import check_int
 
@@ -223,25 +223,12 @@ class _RBMCoupling:
         return state.visible
 
 
-def _coupling_spec(kernel: Any) -> Any:
-    """The DMALA spec of a UCD coupling kernel, or ``ValueError``."""
-    spec = kernel._spec if isinstance(kernel, DiscreteKernel) else None
-    if not (isinstance(spec, dk.samplers.DLPSpec) and spec.metropolis):
-        name = spec.name if spec is not None else repr(kernel)
-        raise ValueError(
-            f"UCD: coupling must be BlockGibbs() (RBM) or a DMALA kernel (px.DMALA("
-            f"step_size=...)), got {name}: the estimator needs one fixed kernel that leaves "
-            "the model invariant (no DULA, no cyclical or tuned step sizes)."
-        )
-    return spec
-
-
 class _KernelCoupling:
     """Two DMALA chains per data point, coupled per coordinate with a common MH uniform
     (:func:`discrete_kernels.samplers.coupled_step`); a Python loop over the pairs."""
 
     def __init__(self, kernel: DiscreteKernel, energy: nn.Module, batch: torch.Tensor) -> None:
-        spec = _coupling_spec(kernel)
+        spec = kernel._spec  # a DMALA spec (check_ucd_coupling, at the start of train)
         dim = batch.shape[-1]
         self.spec, self.batch = spec, batch
         self.sites = Sites(("x",), (dk.Binary(),), (False,))
@@ -363,14 +350,9 @@ def train(
     if data.ndim != 2 or not bool(((data == 0) | (data == 1)).all()):
         raise ValueError("train: data must be a (N, d) array of 0/1 values.")
     if isinstance(method, UCD):
-        if method.coupling is None or isinstance(method.coupling, BlockGibbs):
-            if not isinstance(energy, RBM):
-                raise ValueError(
-                    "UCD with coupled block Gibbs chains (the default coupling) needs the RBM "
-                    "energy (ebm.RBM); for other energies pass coupling=px.DMALA(step_size=...)."
-                )
-        else:
-            _coupling_spec(method.coupling)
+        coupling = method.coupling
+        spec = coupling._spec if isinstance(coupling, DiscreteKernel) else None
+        check_ucd_coupling(method, isinstance(energy, RBM), spec, "px.DMALA")
     sampler = None if isinstance(method, UCD) else _sampler_of(method, energy)
     num_data = data.shape[0]
     num_chains = batch_size
