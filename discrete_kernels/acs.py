@@ -34,6 +34,8 @@ __all__ = [
     "ACSTunerState",
     "acs_finish_tuning",
     "acs_options",
+    "acs_pcd_retunes",
+    "acs_pcd_step_parameters",
     "acs_step_parameters",
     "acs_tuner_init",
     "acs_tuner_update",
@@ -41,6 +43,7 @@ __all__ = [
     "cyclical_balance",
     "cyclical_step_size",
     "tuning_steps",
+    "PCD_RETUNE_CYCLES",
 ]
 
 BURNIN, BURNIN_MH, ALPHA_MIN, ALPHA_MAX, BALANCE, DONE = range(6)
@@ -319,6 +322,32 @@ def acs_warmup_update(
     finished = acs_finish_tuning(updated, config)
     force = (iteration == num_warmup - 1) & (updated.phase != DONE)
     return ACSTunerState(*(xp.where(force, f, u) for f, u in zip(finished, updated)))
+
+
+# ACS inside PCD (App. B, Alg. 6): the schedule moves with the training iteration, not the
+# sampler step. The paper re-tunes alpha_max and alpha_min every 25 cycles (App. G).
+PCD_RETUNE_CYCLES = 25
+
+
+def acs_pcd_step_parameters(
+    iteration: Array, step: Array, alpha_max: Array, alpha_min: Array, config: ACSConfig
+) -> tuple[Array, Array, Array]:
+    """``(alpha, beta, metropolis)`` of sampler step ``step`` in training ``iteration``: the
+    first iteration of each cycle of ``steps_per_cycle`` iterations explores at
+    ``(alpha_max, beta_max)`` with its first step not MH corrected; the others exploit at
+    ``(alpha_min, 1/2)`` (Alg. 6, lines 12-26)."""
+    xp = array_namespace(alpha_max)
+    explore = (iteration % config.steps_per_cycle) == 0
+    beta_max = xp.asarray(config.beta_max, dtype=alpha_max.dtype)
+    alpha = xp.where(explore, alpha_max, alpha_min)
+    beta = xp.where(explore, beta_max, xp.asarray(0.5, dtype=alpha_max.dtype))
+    return alpha, beta, ~(explore & (step == 0))
+
+
+def acs_pcd_retunes(iteration: Array, config: ACSConfig) -> Array:
+    """Whether training ``iteration`` re-tunes ``alpha_max`` and ``alpha_min`` (its negative
+    phase is then the tuning run): iteration 0 and every :data:`PCD_RETUNE_CYCLES` cycles."""
+    return (iteration % (PCD_RETUNE_CYCLES * config.steps_per_cycle)) == 0
 
 
 def acs_options(

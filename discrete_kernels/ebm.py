@@ -35,14 +35,17 @@ from typing import Any, NamedTuple
 from array_api_compat import device as _device
 
 from ._xp import Array, array_namespace, log_sigmoid
+from .gibbs import gibbs_site_proposal
 from .samplers import DLPSpec
 from .validation import check_int, check_number
 
 __all__ = [
+    "ACSPCDState",
     "CD",
     "PCD",
     "UCD",
     "BlockGibbs",
+    "SiteGibbs",
     "check_method",
     "check_ucd_coupling",
     "CouplingInfo",
@@ -65,7 +68,9 @@ __all__ = [
     "rbm_visible_logits",
     "rbm_visible_sweep",
     "same_state",
+    "site_gibbs_update",
     "ucd_weights",
+    "with_coordinate",
 ]
 
 
@@ -77,6 +82,15 @@ __all__ = [
 class BlockGibbs:
     """Block Gibbs sampling of an RBM (``v -> h -> v``), the classic CD/PCD sampler; needs the
     :class:`RBM` energy."""
+
+
+@dataclass(frozen=True)
+class SiteGibbs:
+    """Random-scan single-site Gibbs for any energy on binary inputs: each step resamples one
+    coordinate per chain, picked uniformly at random, from its exact conditional (two energy
+    evaluations per chain and step; ``PCD(SiteGibbs(), steps=d)`` is about one sweep of ``d``
+    coordinates). The Gibbs baseline of the DLP paper's Ising learning experiment (Zhang et
+    al., 2022, Sec. 7.3.1, after Grathwohl et al., 2021). Update: :func:`site_gibbs_update`."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +111,18 @@ class PCD:
     steps: int = 1
     num_chains: int | None = None
     reinit_prob: float = 0.0
+
+
+class ACSPCDState(NamedTuple):
+    """Method state of PCD with an ACS sampler (ACS paper, App. B, Alg. 6): the persistent
+    ``buffer`` (C, d), the training ``iteration`` that places it in the cycle, and the cycle's
+    ends ``alpha_max``, ``alpha_min`` (medians over the chains of the last tuning run, or the
+    kernel's explicit values). Schedule: :func:`discrete_kernels.acs.acs_pcd_step_parameters`."""
+
+    buffer: Any
+    iteration: Any
+    alpha_max: Any
+    alpha_min: Any
 
 
 @dataclass(frozen=True)
@@ -323,6 +349,32 @@ def rbm_visible_sweep(
     ``v' ~ p(v | h)``; (..., m), uniforms (..., n) and (..., m) -> (..., m)."""
     hidden = bernoulli_from_uniform(rbm_hidden_logits(params, visible), hidden_uniforms)
     return bernoulli_from_uniform(rbm_visible_logits(params, hidden), visible_uniforms)
+
+
+def with_coordinate(x: Array, index: Array, value: Array | float) -> Array:
+    """``x`` (C, d) with coordinate ``index[c]`` of each row ``c`` set to ``value`` (a scalar or
+    (C,)); a new array."""
+    xp = array_namespace(x)
+    positions = xp.arange(x.shape[-1], device=_device(x))
+    value = xp.asarray(value, dtype=x.dtype, device=_device(x))
+    if value.ndim > 0:
+        value = value[:, None]
+    return xp.where(positions == index[:, None], value, x)
+
+
+def site_gibbs_update(
+    x: Array, index: Array, log_density_zero: Array, log_density_one: Array, uniform: Array
+) -> Array:
+    """Resample coordinate ``index`` (C,) of each chain of ``x`` (C, d) from its exact
+    conditional, given the log densities ``f`` (C,) of each chain with that coordinate set to 0
+    and to 1 and uniforms (C,): ``P(x_i = 1 | rest) = sigmoid(f_1 - f_0)``
+    (:func:`discrete_kernels.gibbs_site_proposal`)."""
+    xp = array_namespace(x)
+    positions = xp.arange(x.shape[-1], device=_device(x))
+    current = xp.sum(xp.where(positions == index[:, None], x, xp.zeros_like(x)), axis=-1)
+    table = xp.stack([log_density_zero, log_density_one], axis=-1)
+    proposal, _ = gibbs_site_proposal(table, xp.astype(current, xp.int32), uniform)
+    return with_coordinate(x, index, xp.astype(proposal, x.dtype))
 
 
 def same_state(a: Array, b: Array) -> Array:

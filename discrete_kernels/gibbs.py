@@ -28,10 +28,11 @@ __all__ = ["gibbs_site_proposal", "gibbs_sweep"]
 
 
 def _logsumexp(x: Array) -> Array:
+    """Over the last axis, (...)."""
     xp = array_namespace(x)
-    top = xp.max(x)
+    top = xp.max(x, axis=-1, keepdims=True)
     top = xp.where(xp.isfinite(top), top, xp.zeros_like(top))
-    return top + xp.log(xp.sum(xp.exp(x - top)))
+    return top[..., 0] + xp.log(xp.sum(xp.exp(x - top), axis=-1))
 
 
 def gibbs_site_proposal(
@@ -47,46 +48,49 @@ def gibbs_site_proposal(
 
     Parameters
     ----------
-    log_weights : array, shape (S,)
-        Exact log density at every candidate value; NaN counts as ``-inf``.
-    current : integer scalar array
+    log_weights : array, shape (..., S)
+        Exact log density at every candidate value; NaN counts as ``-inf``. Leading axes
+        (chains) are a batch of independent coordinates.
+    current : integer array, shape (...)
         Index of the current value.
-    uniform : scalar uniform in [0, 1)
-    valid : bool array, shape (S,), optional
+    uniform : array, shape (...), uniforms in [0, 1)
+    valid : bool array, shape (..., S), optional
         Candidates inside the coordinate's support (default: all).
     random_walk, modified : bool
         Which form (see the module docstring).
 
     Returns
     -------
-    proposal : integer scalar array
-    log_ratio : scalar array
+    proposal : integer array, shape (...)
+    log_ratio : array, shape (...)
         ``log A`` of the move; 0 for the exact conditional; 0 as well when ``proposal``
         equals ``current``.
     """
     xp = array_namespace(log_weights)
-    num_values = log_weights.shape[0]
+    num_values = log_weights.shape[-1]
     index = xp.arange(num_values)
+    is_current = index == current[..., None]
     neg_inf = xp.full_like(log_weights, -xp.inf)
     w = xp.where(xp.isnan(log_weights), neg_inf, log_weights)
     if valid is not None:
         w = xp.where(valid, w, neg_inf)
     allowed = xp.ones(num_values, dtype=xp.bool) if valid is None else valid
     if modified:
-        allowed = allowed & (index != current)
+        allowed = allowed & ~is_current
     if random_walk:
         logits = xp.where(allowed, xp.zeros_like(w), neg_inf)
     else:
         logits = xp.where(allowed, w, neg_inf)
     proposal = categorical_from_uniform(logits, uniform)
-    w_current = masked_sum(index == current, w, axis=0)
-    w_proposal = masked_sum(index == proposal, w, axis=0)
+    is_proposal = index == proposal[..., None]
+    w_current = masked_sum(is_current, w, axis=-1)
+    w_proposal = masked_sum(is_proposal, w, axis=-1)
     if random_walk:
         log_ratio = w_proposal - w_current
     elif modified:
         # (1 - p_c) / (1 - p_v) = sum_{u != c} e^w_u / sum_{u != v} e^w_u
-        log_ratio = _logsumexp(xp.where(index != current, w, neg_inf)) - _logsumexp(
-            xp.where(index != proposal, w, neg_inf)
+        log_ratio = _logsumexp(xp.where(is_current, neg_inf, w)) - _logsumexp(
+            xp.where(is_proposal, neg_inf, w)
         )
     else:
         log_ratio = xp.zeros_like(w_current)

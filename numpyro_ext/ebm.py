@@ -10,7 +10,8 @@ the model term is estimated:
 - :class:`CD` (``k`` steps from the data batch), :class:`PCD` (a persistent buffer, ``steps``
   per iteration, optional re-initialisation at data): the sampler is any discrete kernel of
   :mod:`numpyro_ext` built without a model (``nx.DMALA(step_size=0.2)``, ``nx.GWG()``, ...) or
-  :class:`BlockGibbs` for an RBM (the default there);
+  :class:`BlockGibbs` for an RBM (the default there), or :class:`SiteGibbs` (random-scan
+  single-site Gibbs, any energy);
 - :class:`UCD` (Qiu, Zhang and Wang, ICLR 2020): two coupled chains per data point, run until
   they meet, which makes the model term unbiased: block Gibbs chains of an RBM
   (:func:`discrete_kernels.ebm.rbm_coupled_gibbs_step`) or, for any energy, DMALA chains
@@ -36,10 +37,20 @@ import numpy as np
 from jax import random
 
 import discrete_kernels as dk
+from discrete_kernels import acs as core_acs
 from discrete_kernels import ebm as core
-from discrete_kernels.ebm import CD, PCD, UCD, BlockGibbs, check_method, check_ucd_coupling
+from discrete_kernels.ebm import (
+    CD,
+    PCD,
+    UCD,
+    ACSPCDState,
+    BlockGibbs,
+    SiteGibbs,
+    check_method,
+    check_ucd_coupling,
+)
 from discrete_kernels.esh import log_mean_exp_with_error
-from discrete_kernels.samplers import SamplerSpec, Sites
+from discrete_kernels.samplers import ACSSpec, SamplerSpec, Sites, StepParameters
 from discrete_kernels.validation import check_int
 
 from .base import JAX_CONTROL, DiscreteKernel, draw_noise
@@ -49,7 +60,9 @@ __all__ = [
     "PCD",
     "RBM",
     "UCD",
+    "ACSPCDState",
     "BlockGibbs",
+    "SiteGibbs",
     "EBMResult",
     "IsingEnergy",
     "MLPEnergy",
@@ -142,7 +155,8 @@ class EBMResult(NamedTuple):
       ``meeting_time`` (mean over chains), ``time_capped`` (chains stopped at ``max_time``),
       ``rejections`` (mean rejected residual draws per chain) and ``tries_capped`` (coupling
       steps that ran out of tries);
-    - **method_state** - the PCD buffer (None otherwise); **rng_key**; **step** - iterations
+    - **method_state** - the PCD buffer (an :class:`ACSPCDState` for PCD with ``nx.ACS``;
+      None for CD and UCD); **rng_key**; **step** - iterations
       done.
     """
 
@@ -167,9 +181,12 @@ def _sampler_of(method: Any, energy: Any) -> Any:
         if not isinstance(energy, RBM):
             raise ValueError("BlockGibbs needs the RBM energy (numpyro_ext.ebm.RBM).")
         return sampler
+    if isinstance(sampler, SiteGibbs):
+        return sampler
     if not isinstance(sampler, DiscreteKernel):
         raise ValueError(
-            f"{type(method).__name__}: sampler must be a numpyro_ext kernel or BlockGibbs(), "
+            f"{type(method).__name__}: sampler must be a numpyro_ext kernel, SiteGibbs() or "
+            "BlockGibbs(), "
             f"got {sampler!r}."
         )
     return sampler
@@ -198,6 +215,20 @@ def _advance(sampler, energy, params, x, key, num_steps: int, dim: int):
 
         v, _ = jax.lax.fori_loop(0, num_steps, gibbs, (x, key))
         return v, jnp.asarray(jnp.nan)
+    if isinstance(sampler, SiteGibbs):
+
+        def site(i, carry):
+            v, key = carry
+            key, key_index, key_u = random.split(key, 3)
+            index = random.randint(key_index, x.shape[:1], 0, dim)
+            log_density_zero = -energy(params, core.with_coordinate(v, index, 0.0))
+            log_density_one = -energy(params, core.with_coordinate(v, index, 1.0))
+            uniform = random.uniform(key_u, x.shape[:1])
+            v = core.site_gibbs_update(v, index, log_density_zero, log_density_one, uniform)
+            return v, key
+
+        v, _ = jax.lax.fori_loop(0, num_steps, site, (x, key))
+        return v, jnp.asarray(jnp.nan)
 
     _, _, adapt = _kernel_sampler(sampler, dim)
     init, step, _ = _kernel_chain_fns(sampler, dim, lambda z: -energy(params, z[None])[0])
@@ -221,8 +252,9 @@ def _advance(sampler, energy, params, x, key, num_steps: int, dim: int):
 def _kernel_chain_fns(kernel: DiscreteKernel, dim: int, log_density: Callable):
     """``(init, step, local_fn)`` of one chain of ``kernel`` on ``{0, 1}^dim`` for
     ``log_density(x)`` (a float vector in, a scalar out): ``init(x) -> chain``,
-    ``step(chain, adapt, key, i) -> (chain, adapt, accept_prob)`` and the spec's
-    ``local_fn(leaves) -> (f, (grad,))``."""
+    ``step(chain, adapt, key, i, params=None, num_warmup=0) -> (chain, adapt, accept_prob)``
+    (with ``params``, a :class:`StepParameters` that replaces the spec's and skips its
+    adaptation) and the spec's ``local_fn(leaves) -> (f, (grad,))``."""
     spec, sites, _ = _kernel_sampler(kernel, dim)
 
     def local_fn(leaves: tuple) -> tuple:
@@ -236,14 +268,89 @@ def _kernel_chain_fns(kernel: DiscreteKernel, dim: int, log_density: Callable):
         f, local = local_fn((x,))
         return dk.ChainState((x,), f, local)
 
-    def step(chain, adapt_state, key, i):
+    def step(chain, adapt_state, key, i, params=None, num_warmup=0):
         _, noise = draw_noise(key, shapes)
-        params = spec.parameters(adapt_state)
+        fixed = params is not None
+        params = params if fixed else spec.parameters(adapt_state)
         chain, info = spec.step(chain, noise, params, adapt_state, sites, local_fn)
-        adapt_state = spec.adapt_update(adapt_state, info, params, i, 0, JAX_CONTROL)
+        if not fixed:
+            adapt_state = spec.adapt_update(adapt_state, info, params, i, num_warmup, JAX_CONTROL)
         return chain, adapt_state, info.accept_prob
 
     return init, step, local_fn
+
+
+def _acs_pcd_init(kernel: DiscreteKernel, buffer: jax.Array) -> ACSPCDState:
+    spec = kernel._spec
+    assert isinstance(spec, ACSSpec)
+    alpha_max, alpha_min = (jnp.nan, jnp.nan) if spec.cycle is None else spec.cycle[:2]
+    dtype = jnp.result_type(float)
+    return ACSPCDState(
+        buffer,
+        jnp.zeros((), jnp.int32),
+        jnp.asarray(alpha_max, dtype),
+        jnp.asarray(alpha_min, dtype),
+    )
+
+
+def _acs_pcd_advance(kernel, energy, params, state: ACSPCDState, key, num_steps: int, dim: int):
+    """PCD's negative phase with ACS (App. B, Alg. 6): the iteration's ``num_steps`` steps
+    at the schedule's ``(alpha, beta)`` (:func:`discrete_kernels.acs.acs_pcd_step_parameters`),
+    or on a re-tuning iteration the full tuning run of the kernel on each chain, whose
+    estimates (medians over the chains) set the cycle. Returns ``(samples, mean accept_prob,
+    new state)``."""
+    spec = kernel._spec
+    config = spec.config
+    init, step, _ = _kernel_chain_fns(kernel, dim, lambda z: -energy(params, z[None])[0])
+    adapt0 = spec.adapt_init(jnp.ones(()), 0, dim, JAX_CONTROL)
+    keys = random.split(key, state.buffer.shape[0])
+    x = jnp.asarray(state.buffer, jnp.int32)
+    tuning = core_acs.tuning_steps(config)
+
+    def tune(_):
+        def one_chain(x1, key1):
+            def body(i, carry):
+                chain, adapt, key, accept = carry
+                key, key_step = random.split(key)
+                chain, adapt, accept_prob = step(chain, adapt, key_step, i, num_warmup=tuning)
+                return chain, adapt, key, accept + accept_prob
+
+            adapt = spec.adapt_init(jnp.ones(()), tuning, dim, JAX_CONTROL)
+            carry = (init(x1), adapt, key1, jnp.zeros(()))
+            chain, adapt, _, accept = jax.lax.fori_loop(0, tuning, body, carry)
+            return chain.x[0], accept / tuning, adapt.alpha_max, adapt.alpha_min
+
+        xs, accept, alpha_max, alpha_min = jax.vmap(one_chain)(x, keys)
+        low, high = jnp.median(alpha_min), jnp.median(alpha_max)
+        return xs, jnp.mean(accept), jnp.maximum(high, low), jnp.minimum(high, low)
+
+    def scheduled(_):
+        def one_chain(x1, key1):
+            def body(i, carry):
+                chain, key, accept = carry
+                key, key_step = random.split(key)
+                alpha, beta, metropolis = core_acs.acs_pcd_step_parameters(
+                    state.iteration, i, state.alpha_max, state.alpha_min, config
+                )
+                step_params = StepParameters(alpha, beta, metropolis)
+                chain, _, accept_prob = step(chain, adapt0, key_step, i, params=step_params)
+                return chain, key, accept + accept_prob
+
+            carry = (init(x1), key1, jnp.zeros(()))
+            chain, _, accept = jax.lax.fori_loop(0, num_steps, body, carry)
+            return chain.x[0], accept / num_steps
+
+        xs, accept = jax.vmap(one_chain)(x, keys)
+        return xs, jnp.mean(accept), state.alpha_max, state.alpha_min
+
+    if spec.cycle is None:
+        retune = core_acs.acs_pcd_retunes(state.iteration, config)
+        xs, accept, alpha_max, alpha_min = jax.lax.cond(retune, tune, scheduled, None)
+    else:
+        xs, accept, alpha_max, alpha_min = scheduled(None)
+    samples = jnp.asarray(xs, state.buffer.dtype)
+    new_state = ACSPCDState(samples, state.iteration + 1, alpha_max, alpha_min)
+    return samples, accept, new_state
 
 
 def ais_log_partition(
@@ -477,6 +584,16 @@ def _ucd_step_noise(key: jax.Array, t: jax.Array, chains: int, m: int, n: int, t
     return key, tuple(random.uniform(k, s) for k, s in zip(keys, shapes))
 
 
+def _uses_acs_schedule(method: Any, sampler: Any) -> bool:
+    """PCD with an ACS kernel runs the App. B schedule (CD restarts at data every iteration,
+    so it keeps the kernel's own cycle)."""
+    return (
+        isinstance(method, PCD)
+        and isinstance(sampler, DiscreteKernel)
+        and isinstance(sampler._spec, ACSSpec)
+    )
+
+
 @functools.lru_cache(maxsize=16)
 def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, num_chains: int):
     """The jitted iteration ``(params, opt_state, buffer, key, data) -> (params, opt_state,
@@ -485,6 +602,7 @@ def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, 
 
     num_data, dim = data_shape
     sampler = None if isinstance(method, UCD) else _sampler_of(method, energy)
+    acs_schedule = _uses_acs_schedule(method, sampler)
     if isinstance(method, UCD):
         coupling = method.coupling
         spec = coupling._spec if isinstance(coupling, DiscreteKernel) else None
@@ -505,10 +623,17 @@ def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, 
             else:
                 restart = random.uniform(key_reinit, (num_chains,)) < method.reinit_prob
                 fresh = data[random.randint(key_pick, (num_chains,), 0, num_data)]
-                start, steps = jnp.where(restart[:, None], fresh, buffer), method.steps
-            samples, accept = _advance(sampler, energy, params, start, key_neg, steps, dim)
-            if isinstance(method, PCD):
-                buffer = samples
+                chains = buffer.buffer if acs_schedule else buffer
+                start, steps = jnp.where(restart[:, None], fresh, chains), method.steps
+            if acs_schedule:
+                state = buffer._replace(buffer=start)
+                samples, accept, buffer = _acs_pcd_advance(
+                    sampler, energy, params, state, key_neg, steps, dim
+                )
+            else:
+                samples, accept = _advance(sampler, energy, params, start, key_neg, steps, dim)
+                if isinstance(method, PCD):
+                    buffer = samples
             neg_value, neg_grad = _mean_energy_grad(energy, params, samples)
         grad = jax.tree.map(jnp.subtract, pos_grad, neg_grad)
         updates, opt_state = optimizer.update(grad, opt_state, params)
@@ -579,6 +704,8 @@ def train(
         buffer = None
         if isinstance(method, PCD):
             buffer = data[random.randint(key_buffer, (num_chains,), 0, data.shape[0])]
+            if _uses_acs_schedule(method, _sampler_of(method, energy)):
+                buffer = _acs_pcd_init(method.sampler, buffer)
         done, history = 0, {}
     try:
         update = _make_update(energy, optimizer, method, data.shape, batch_size, num_chains)

@@ -5,8 +5,10 @@ The energy is an ``nn.Module`` mapping a batch (N, d) of 0/1 floats to (N,) ener
 optimiser is any ``torch.optim`` optimiser over its parameters. Ready-made energies:
 :class:`RBM` (free energy of a Bernoulli RBM), :class:`IsingEnergy`, :class:`MLPEnergy`.
 Methods: ``CD(k, sampler)``, ``PCD(sampler, steps, num_chains, reinit_prob)`` with
-``BlockGibbs()`` (an RBM's default) or a kernel of :mod:`pyro_ext` built without a model
-(``px.DMALA(step_size=0.2)``), and ``UCD(k, max_time, max_tries, coupling)`` with coupled
+``BlockGibbs()`` (an RBM's default), ``SiteGibbs()`` (random-scan single-site Gibbs, any
+energy) or a kernel of :mod:`pyro_ext` built without a model (``px.DMALA(step_size=0.2)``;
+``px.ACS()`` runs the ACS paper's PCD schedule), and ``UCD(k, max_time, max_tries, coupling)``
+with coupled
 block Gibbs chains of an RBM or coupled DMALA chains of any energy.
 
 Randomness comes from torch's global generator (seed it with ``torch.manual_seed``); its state
@@ -26,9 +28,19 @@ import torch
 from torch import nn
 
 import discrete_kernels as dk
+from discrete_kernels import acs as core_acs
 from discrete_kernels import ebm as core
-from discrete_kernels.ebm import CD, PCD, UCD, BlockGibbs, check_method, check_ucd_coupling
-from discrete_kernels.samplers import PYTHON_CONTROL, Sites
+from discrete_kernels.ebm import (
+    CD,
+    PCD,
+    UCD,
+    ACSPCDState,
+    BlockGibbs,
+    SiteGibbs,
+    check_method,
+    check_ucd_coupling,
+)
+from discrete_kernels.samplers import PYTHON_CONTROL, ACSSpec, Sites, StepParameters
 from discrete_kernels.validation import check_int
 
 from .base import DiscreteKernel, draw_noise
@@ -38,7 +50,9 @@ __all__ = [
     "PCD",
     "RBM",
     "UCD",
+    "ACSPCDState",
     "BlockGibbs",
+    "SiteGibbs",
     "EBMResult",
     "IsingEnergy",
     "MLPEnergy",
@@ -127,10 +141,12 @@ def _sampler_of(method: Any, energy: nn.Module) -> Any:
                 "px.DMALA(step_size=0.2)); block Gibbs needs the RBM energy."
             )
         return BlockGibbs()
+    if isinstance(sampler, SiteGibbs):
+        return sampler
     if not isinstance(sampler, DiscreteKernel):
         raise ValueError(
-            f"{type(method).__name__}: sampler must be a pyro_ext kernel or BlockGibbs(), got "
-            f"{sampler!r}."
+            f"{type(method).__name__}: sampler must be a pyro_ext kernel, SiteGibbs() or "
+            f"BlockGibbs(), got {sampler!r}."
         )
     return sampler
 
@@ -145,15 +161,24 @@ def _block_gibbs(energy: RBM, x: torch.Tensor, num_steps: int) -> torch.Tensor:
     return x
 
 
-def _kernel_steps(kernel: DiscreteKernel, energy: nn.Module, x: torch.Tensor, num_steps: int):
-    """``num_steps`` steps of ``kernel``'s spec on each chain (a Python loop over chains):
-    ``(x, mean accept_prob)``."""
+def _site_gibbs(energy: nn.Module, x: torch.Tensor, num_steps: int) -> torch.Tensor:
+    chains, dim = x.shape
+    for _ in range(num_steps):
+        index = torch.randint(0, dim, (chains,), device=x.device)
+        log_density_zero = -energy(core.with_coordinate(x, index, 0.0))
+        log_density_one = -energy(core.with_coordinate(x, index, 1.0))
+        uniform = torch.rand(chains, device=x.device)
+        x = core.site_gibbs_update(x, index, log_density_zero, log_density_one, uniform)
+    return x
+
+
+def _binary_kernel(kernel: DiscreteKernel, energy: nn.Module, x: torch.Tensor):
+    """``(spec, sites, shapes, like, local_fn)`` of ``kernel`` on chains of ``x`` (C, d)."""
     spec = kernel._spec
     dim = x.shape[-1]
     sites = Sites(("x",), (dk.Binary(),), (False,))
     spec.check_sites(sites, dim)
     like = torch.ones((), dtype=x.dtype, device=x.device)
-    shapes = spec.noise_shapes(sites, [(dim,)])
 
     def local_fn(leaves: tuple) -> tuple:
         z = leaves[0].to(x.dtype).detach().requires_grad_(True)
@@ -161,18 +186,77 @@ def _kernel_steps(kernel: DiscreteKernel, energy: nn.Module, x: torch.Tensor, nu
         (g,) = torch.autograd.grad(f, z)
         return f.detach(), (g,)
 
-    out, accept = [], 0.0
+    return spec, sites, spec.noise_shapes(sites, [(dim,)]), like, local_fn
+
+
+def _kernel_steps(
+    kernel: DiscreteKernel,
+    energy: nn.Module,
+    x: torch.Tensor,
+    num_steps: int,
+    schedule: Callable | None = None,
+    num_warmup: int = 0,
+):
+    """``num_steps`` steps of ``kernel``'s spec on each chain (a Python loop over chains):
+    ``(x, mean accept_prob, final adaptation states)``. ``schedule(i) -> StepParameters``
+    replaces the spec's parameters (and its adaptation); ``num_warmup`` is passed to the
+    spec's adaptation."""
+    spec, sites, shapes, like, local_fn = _binary_kernel(kernel, energy, x)
+    dim = x.shape[-1]
+    out, adapts, accept = [], [], 0.0
     for chain_x in x.to(torch.long):
-        adapt = spec.adapt_init(like, 0, dim, PYTHON_CONTROL)
+        adapt = spec.adapt_init(like, num_warmup, dim, PYTHON_CONTROL)
         f, local = local_fn((chain_x,))
         chain = dk.ChainState((chain_x,), f, local)
         for i in range(num_steps):
-            params = spec.parameters(adapt)
+            params = spec.parameters(adapt) if schedule is None else schedule(i)
             chain, info = spec.step(chain, draw_noise(shapes, like), params, adapt, sites, local_fn)
-            adapt = spec.adapt_update(adapt, info, params, i, 0, PYTHON_CONTROL)
+            if schedule is None:
+                adapt = spec.adapt_update(adapt, info, params, i, num_warmup, PYTHON_CONTROL)
             accept += float(info.accept_prob)
         out.append(chain.x[0])
-    return torch.stack(out).to(x.dtype), accept / (len(out) * num_steps)
+        adapts.append(adapt)
+    return torch.stack(out).to(x.dtype), accept / (len(out) * num_steps), adapts
+
+
+def _acs_pcd_init(kernel: DiscreteKernel, buffer: torch.Tensor) -> ACSPCDState:
+    spec = kernel._spec
+    assert isinstance(spec, ACSSpec)
+    alpha_max, alpha_min = (math.nan, math.nan) if spec.cycle is None else spec.cycle[:2]
+    dtype = buffer.dtype
+    return ACSPCDState(
+        buffer,
+        torch.zeros((), dtype=torch.long),
+        torch.as_tensor(float(alpha_max), dtype=dtype),
+        torch.as_tensor(float(alpha_min), dtype=dtype),
+    )
+
+
+def _acs_pcd_steps(kernel: DiscreteKernel, energy: nn.Module, state: ACSPCDState, num_steps: int):
+    """PCD's negative phase with ACS (App. B, Alg. 6), as ``numpyro_ext.ebm``: the schedule's
+    steps, or on a re-tuning iteration the kernel's tuning run on each chain (medians of its
+    estimates set the cycle). Returns ``(samples, mean accept_prob, new state)``."""
+    spec = kernel._spec
+    assert isinstance(spec, ACSSpec)
+    config = spec.config
+    alpha_max, alpha_min = state.alpha_max, state.alpha_min
+    if spec.cycle is None and bool(core_acs.acs_pcd_retunes(state.iteration, config)):
+        tuning = core_acs.tuning_steps(config)
+        samples, accept, adapts = _kernel_steps(kernel, energy, state.buffer, tuning, None, tuning)
+        high = torch.stack([a.alpha_max for a in adapts]).median()
+        low = torch.stack([a.alpha_min for a in adapts]).median()
+        alpha_max, alpha_min = torch.maximum(high, low), torch.minimum(high, low)
+    else:
+
+        def schedule(i: int) -> StepParameters:
+            return StepParameters(
+                *core_acs.acs_pcd_step_parameters(
+                    state.iteration, torch.tensor(i), alpha_max, alpha_min, config
+                )
+            )
+
+        samples, accept, _ = _kernel_steps(kernel, energy, state.buffer, num_steps, schedule)
+    return samples, accept, ACSPCDState(samples, state.iteration + 1, alpha_max, alpha_min)
 
 
 def _ucd_start_noise(chains: int, m: int, n: int, device: Any = None) -> tuple:
@@ -354,6 +438,12 @@ def train(
         spec = coupling._spec if isinstance(coupling, DiscreteKernel) else None
         check_ucd_coupling(method, isinstance(energy, RBM), spec, "px.DMALA")
     sampler = None if isinstance(method, UCD) else _sampler_of(method, energy)
+    # PCD with ACS runs the App. B schedule (CD restarts at data: the kernel's own cycle)
+    acs_schedule = (
+        isinstance(method, PCD)
+        and isinstance(sampler, DiscreteKernel)
+        and isinstance(sampler._spec, ACSSpec)
+    )
     num_data = data.shape[0]
     num_chains = batch_size
     if isinstance(method, PCD) and method.num_chains is not None:
@@ -367,6 +457,8 @@ def train(
         buffer = None
         if isinstance(method, PCD):
             buffer = data[torch.randint(0, num_data, (num_chains,))]
+            if acs_schedule:
+                buffer = _acs_pcd_init(sampler, buffer)  # type: ignore[arg-type]
         done, history = 0, {}
     records: dict[str, list] = {}
     objective = math.nan
@@ -383,14 +475,23 @@ def train(
             else:
                 restart = torch.rand(num_chains) < method.reinit_prob
                 fresh = data[torch.randint(0, num_data, (num_chains,))]
-                start, steps = torch.where(restart[:, None], fresh, buffer), method.steps
-            if isinstance(sampler, BlockGibbs):
+                chains = buffer.buffer if acs_schedule else buffer
+                start, steps = torch.where(restart[:, None], fresh, chains), method.steps
+            if acs_schedule:
+                assert isinstance(sampler, DiscreteKernel)
+                samples, info["accept_prob"], buffer = _acs_pcd_steps(
+                    sampler, energy, buffer._replace(buffer=start), steps
+                )
+            elif isinstance(sampler, BlockGibbs):
                 with torch.no_grad():
                     samples = _block_gibbs(energy, start, steps)  # type: ignore[arg-type]
+            elif isinstance(sampler, SiteGibbs):
+                with torch.no_grad():
+                    samples = _site_gibbs(energy, start, steps)
             else:
                 assert isinstance(sampler, DiscreteKernel)
-                samples, info["accept_prob"] = _kernel_steps(sampler, energy, start, steps)
-            if isinstance(method, PCD):
+                samples, info["accept_prob"], _ = _kernel_steps(sampler, energy, start, steps)
+            if isinstance(method, PCD) and not acs_schedule:
                 buffer = samples
             negative = energy(samples.detach()).mean()
         positive = energy(batch).mean()

@@ -19,10 +19,12 @@ SLOW = pytest.mark.slow  # benchmarks' smoke runs: `pytest -m slow`
     [
         "examples/binary_bnn.py",
         pytest.param("examples/variable_selection.py", marks=SLOW),
-        # the code of these two is tested directly (ACS/AB tests, tests/*/test_ebm.py);
+        # the code of these is tested directly (ACS/AB tests, tests/*/test_ebm.py);
         # their smoke runs are behind slow to keep the default run under ten minutes
         pytest.param("examples/multimodal_acs.py", marks=SLOW),
         pytest.param("examples/ebm_bars_and_stripes.py", marks=SLOW),
+        pytest.param("examples/ebm_ising.py", marks=SLOW),
+        pytest.param("examples/ebm_digits.py", marks=SLOW),
         "examples/pyro_mixture.py",
         pytest.param("benchmarks/ising_numpyro.py", marks=SLOW),
         pytest.param("benchmarks/rbm_acs.py", marks=SLOW),

@@ -76,17 +76,25 @@ def mixture_exact() -> np.ndarray:
     return (w[:, None] * np.array(feats)).sum(0) / w.sum()
 
 
-def informative(exact: np.ndarray) -> np.ndarray:
-    """Columns whose exact mean is not within 0.02 of 0 or 1: a rare assignment (exact
-    probability 0.002) is never seen in a few hundred effective draws, and the check's floor on
-    the standard error (1e-3) would call that a failure."""
+MIN_EXPECTED_COUNT = 50
+
+
+def informative(exact: np.ndarray, num_draws: int) -> np.ndarray:
+    """Columns worth checking in a run of ``num_draws`` draws: the moments of mu, and the
+    assignments expected at least ``MIN_EXPECTED_COUNT`` times each way (``p n >= 50`` and
+    ``(1 - p) n >= 50``). A rarer assignment is visited in a handful of excursions, and an ESS
+    estimated from a handful of excursions is unreliable. Measured with Pyro ACS + ESH: P(z_1 =
+    2) = 0.024 gave |z| 5.39 at 1,500 draws (seed 0) and -0.38, -0.41 at 6,000 draws (seeds 0
+    and 3, max |z| over all statistics 1.59) -- the check, not the kernel, was wrong there."""
     moments_of_mu = np.arange(exact.size) >= exact.size - 6
-    return ((exact > 0.02) & (exact < 0.98)) | moments_of_mu
+    frequent = np.minimum(exact, 1 - exact) * num_draws >= MIN_EXPECTED_COUNT
+    return frequent | moments_of_mu
 
 
 def assert_mixture_close(draws: np.ndarray) -> None:
+    """``draws`` (chains, draws, n*3 + 6) from :func:`mixture_features`."""
     exact = mixture_exact()
-    keep = informative(exact)
+    keep = informative(exact, draws.shape[0] * draws.shape[1])
     assert_mc_close(draws[..., keep], exact[keep])
 
 

@@ -147,3 +147,23 @@ def test_short_warmup_ends_the_tuning_with_a_valid_cycle():
     assert int(tuner.phase) == 5
     assert tuner.alpha_min <= tuner.alpha_max
     assert np.all(np.diff(tuner.beta_schedule) <= 0)
+
+
+def test_pcd_schedule_explores_one_iteration_per_cycle_and_exploits_the_others():
+    """App. B, Alg. 6: iteration 0 of each cycle at (alpha_max, beta_max), its first step
+    without MH; the others at (alpha_min, 1/2) with MH; re-tuning every 25 cycles."""
+    from discrete_kernels import acs
+
+    config = acs.ACSConfig(steps_per_cycle=4, beta_max=0.9)
+    a_max, a_min = np.float64(3.0), np.float64(0.2)
+    for iteration in range(9):
+        for step in range(3):
+            alpha, beta, mh = acs.acs_pcd_step_parameters(
+                np.int64(iteration), np.int64(step), a_max, a_min, config
+            )
+            explore = iteration % 4 == 0
+            assert float(alpha) == (3.0 if explore else 0.2)
+            assert float(beta) == (0.9 if explore else 0.5)
+            assert bool(mh) == (not (explore and step == 0))
+    retunes = [i for i in range(250) if acs.acs_pcd_retunes(np.int64(i), config)]
+    assert retunes == [0, 100, 200]

@@ -249,3 +249,45 @@ def test_coupled_dmala_chains_have_the_dmala_marginals_and_stay_together():
     assert met > 0.05 and met > 3 * met_plain, (met, met_plain)
     together = _coupled_dmala_draws(target, x, x, 300, 1.5, seed=2)
     assert all(np.array_equal(a, b) for a, b in together)
+
+
+def site_gibbs_transition(log_density, dim, update=ebm.site_gibbs_update, grid=4000):
+    """Transition matrix (2^dim, 2^dim) of one random-scan single-site step, integrating the
+    uniform over a midpoint grid (exact to about 1/grid)."""
+    states = np.array(list(itertools.product((0.0, 1.0), repeat=dim)))
+    index_of = {tuple(s): k for k, s in enumerate(states)}
+    u = (np.arange(grid) + 0.5) / grid
+    t = np.zeros((len(states), len(states)))
+    for a, x in enumerate(states):
+        for i in range(dim):
+            xs = np.repeat(x[None], grid, axis=0)
+            idx = np.full(grid, i)
+            f0 = log_density(ebm.with_coordinate(xs, idx, 0.0))
+            f1 = log_density(ebm.with_coordinate(xs, idx, 1.0))
+            new = update(xs, idx, f0, f1, u)
+            for row in new:
+                t[a, index_of[tuple(row)]] += 1.0 / (grid * dim)
+    return states, t
+
+
+def test_site_gibbs_update_leaves_the_target_invariant():
+    rng = np.random.default_rng(5)
+    dim = 3
+    coupling = rng.normal(scale=1.0, size=(dim, dim))
+    coupling = (coupling + coupling.T) / 2
+    field = rng.normal(size=dim)
+
+    def log_density(x):
+        return np.einsum("...i,ij,...j->...", x, coupling, x) + x @ field
+
+    states, t = site_gibbs_transition(log_density, dim)
+    pi = np.exp(log_density(states))
+    pi /= pi.sum()
+    np.testing.assert_allclose(pi @ t, pi, atol=2e-3)
+    np.testing.assert_allclose(t.sum(1), 1.0, atol=1e-9)
+
+    def swapped(x, index, f0, f1, u):  # a sign error: targets pi^-1 per coordinate
+        return ebm.site_gibbs_update(x, index, f1, f0, u)
+
+    _, t_broken = site_gibbs_transition(log_density, dim, update=swapped)
+    assert np.abs(pi @ t_broken - pi).max() > 0.05

@@ -79,12 +79,14 @@ def test_errors_name_the_argument():
 def test_other_energies_train_with_a_library_kernel():
     torch.manual_seed(0)
     data = (torch.rand(64, 9) < 0.3).float()
-    for energy in (ebm.IsingEnergy(3), ebm.MLPEnergy(9, (8,))):
+    cases = [(ebm.IsingEnergy(3), px.GWG()), (ebm.MLPEnergy(9, (8,)), px.GWG())]
+    cases += [(ebm.IsingEnergy(3), ebm.SiteGibbs()), (ebm.MLPEnergy(9, (8,)), ebm.SiteGibbs())]
+    for energy, sampler in cases:
         result = ebm.train(
             energy,
             data,
             optimizer=torch.optim.Adam(energy.parameters(), lr=0.01),
-            method=ebm.PCD(sampler=px.GWG(), steps=2),
+            method=ebm.PCD(sampler=sampler, steps=2),
             num_steps=3,
             batch_size=8,
             progress_bar=False,
@@ -198,3 +200,23 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
     for a, b in zip(j_grad, t_grad):
         np.testing.assert_allclose(np.asarray(a), b, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(float(value), float(surrogate.detach()), rtol=1e-4, atol=1e-5)
+
+
+def test_acs_pcd_runs_the_app_b_schedule():
+    """As the JAX trainer's test, with few chains (the torch trainer loops over chains)."""
+    torch.manual_seed(0)
+    data = torch.as_tensor(bars_and_stripes())
+    rbm = ebm.RBM(16, 8)
+    result = ebm.train(
+        rbm,
+        data,
+        optimizer=torch.optim.Adam(rbm.parameters(), lr=0.02),
+        method=ebm.PCD(sampler=px.ACS(), steps=2, num_chains=4),
+        num_steps=4,
+        batch_size=8,
+        progress_bar=False,
+    )
+    state = result.method_state
+    assert isinstance(state, ebm.ACSPCDState) and int(state.iteration) == 4
+    assert 0.05 <= float(state.alpha_min) <= float(state.alpha_max) <= 5.0
+    assert np.all(np.isfinite(result.history["energy_gap"]))
