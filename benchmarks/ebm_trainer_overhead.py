@@ -2,8 +2,9 @@
 
 The plain version is one ``jax.jit`` function doing exactly what one trainer iteration does
 (batch draw, positive phase, CD-1 block Gibbs negative phase, optax SGD update), called in a
-Python loop with one ``block_until_ready`` at the end. The trainer adds its history (one
-host transfer per iteration) and progress bookkeeping. Both run the same number of
+Python loop with one ``block_until_ready`` at the end. The trainer runs its iterations in
+scanned chunks (one dispatch per 50 iterations) and adds its history and progress
+bookkeeping. Both run the same number of
 iterations after a compile-only warm-up; the ratio of their median wall times over repeats
 is printed.
 

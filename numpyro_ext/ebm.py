@@ -596,8 +596,10 @@ def _uses_acs_schedule(method: Any, sampler: Any) -> bool:
 
 @functools.lru_cache(maxsize=16)
 def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, num_chains: int):
-    """The jitted iteration ``(params, opt_state, buffer, key, data) -> (params, opt_state,
-    buffer, key, info)``, cached so that resuming or training again does not recompile."""
+    """The jitted run of ``length`` iterations (static), ``(params, opt_state, buffer, key,
+    data, length) -> (params, opt_state, buffer, key, info)`` with ``info`` stacked over the
+    iterations; cached so that resuming or training again does not recompile. One iteration
+    is one body of a ``lax.scan``, so a chunk of iterations costs one dispatch."""
     import optax
 
     num_data, dim = data_shape
@@ -641,7 +643,29 @@ def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, 
         info = {**info, "energy_gap": pos_value - neg_value, "accept_prob": accept}
         return params, opt_state, buffer, key, info
 
-    return jax.jit(update)
+    def run(params: Any, opt_state: Any, buffer: Any, key: jax.Array, data: Any, length: int):
+        def body(carry, _):
+            *state, info = update(*carry, data)
+            return tuple(state), info
+
+        carry, info = jax.lax.scan(body, (params, opt_state, buffer, key), None, length=length)
+        return (*carry, info)
+
+    return jax.jit(run, static_argnums=5)
+
+
+# iterations per jitted call of the trainer (fewer where an evaluation falls inside a chunk)
+CHUNK = 50
+
+
+def _chunk_length(step: int, remaining: int, eval_every: int | None) -> int:
+    """Iterations of the next call from absolute iteration ``step``: a full ``chunk`` when one
+    fits before the end and the next evaluation, else 1 (two compiled lengths at most, and the
+    same chunking of the absolute iterations whether or not the run was resumed)."""
+    chunk = CHUNK if eval_every is None else math.gcd(CHUNK, eval_every)
+    if step % chunk == 0 and remaining >= chunk:
+        return chunk
+    return 1
 
 
 def train(
@@ -682,7 +706,7 @@ def train(
         Continue a previous run: the result of ``train(n1) -> train(n2, resume=...)`` equals
         that of one run of ``n1 + n2`` iterations bit for bit.
     """
-    from tqdm.auto import trange
+    from tqdm.auto import tqdm
 
     check_method(method)
     num_steps = check_int("train", "num_steps", num_steps, minimum=0)
@@ -714,21 +738,27 @@ def train(
             energy, optimizer, method, data.shape, batch_size, num_chains
         )
     records: dict[str, list] = {}
-    bar = trange(num_steps, disable=not progress_bar, desc="EBM")
+    bar = tqdm(total=num_steps, disable=not progress_bar, desc="EBM")
     objective = math.nan
-    for i in bar:
-        params, opt_state, buffer, key, info = update(params, opt_state, buffer, key, data)
-        step = done + i + 1
-        value = math.nan
-        if evaluate is not None and (step % eval_every == 0 or i == num_steps - 1):
-            value = objective = float(evaluate(params))
-        # device values stay on the device until the end (no host sync per iteration)
+    i = 0
+    while i < num_steps:
+        length = _chunk_length(done + i, num_steps - i, eval_every if evaluate else None)
+        params, opt_state, buffer, key, info = update(params, opt_state, buffer, key, data, length)
+        i += length
+        step = done + i
+        value = np.full(length, np.nan)
+        if evaluate is not None and (step % eval_every == 0 or i == num_steps):
+            value[-1] = objective = float(evaluate(params))
+        # device values stay on the device until the end (no host sync per chunk)
         for name, x in {**info, "objective": value}.items():
             records.setdefault(name, []).append(x)
-        if progress_bar and (i % 10 == 0 or i == num_steps - 1):
-            bar.set_postfix(objective=f"{objective:.4g}", gap=f"{float(info['energy_gap']):.3g}")
+        if progress_bar:
+            bar.update(length)
+            gap = float(info["energy_gap"][-1])
+            bar.set_postfix(objective=f"{objective:.4g}", gap=f"{gap:.3g}")
+    bar.close()
     for name, values in records.items():
         previous = history.get(name, np.zeros(0))
-        fetched = np.asarray(jax.device_get(values), dtype=np.float64)
-        history[name] = np.concatenate([previous, fetched])
+        fetched = [np.asarray(v, dtype=np.float64) for v in jax.device_get(values)]
+        history[name] = np.concatenate([previous, *fetched])
     return EBMResult(params, opt_state, history, buffer, key, done + num_steps)

@@ -103,7 +103,10 @@ def test_training_raises_the_exact_log_likelihood(method):
         assert 1.0 <= np.mean(result.history["meeting_time"]) < 20
 
 
-def test_resume_is_bit_identical():
+@pytest.mark.parametrize("total,first", [(6, 3), (130, 73)])
+def test_resume_is_bit_identical(total, first):
+    """(130, 73): iterations 50-99 run as one scanned chunk in the whole run and one at a time
+    after the resume; the results must still agree bit for bit."""
     data = bars_and_stripes()
     rbm = ebm.RBM(16, 4)
     params = rbm.init(jax.random.key(0))
@@ -113,9 +116,9 @@ def test_resume_is_bit_identical():
         batch_size=20,
         progress_bar=False,
     )
-    whole = ebm.train(rbm, params, data, num_steps=6, rng_key=jax.random.key(3), **options)
-    half = ebm.train(rbm, params, data, num_steps=3, rng_key=jax.random.key(3), **options)
-    rest = ebm.train(rbm, None, data, num_steps=3, resume=half, **options)
+    whole = ebm.train(rbm, params, data, num_steps=total, rng_key=jax.random.key(3), **options)
+    half = ebm.train(rbm, params, data, num_steps=first, rng_key=jax.random.key(3), **options)
+    rest = ebm.train(rbm, None, data, num_steps=total - first, resume=half, **options)
     for a, b in zip(jax.tree.leaves(whole.params), jax.tree.leaves(rest.params)):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(whole.method_state, rest.method_state)
@@ -221,3 +224,33 @@ def test_acs_pcd_runs_the_app_b_schedule_and_learns():
     fixed = fit(nx.ACS(alpha_max=2.0, alpha_min=0.3, beta_schedule=np.linspace(0.9, 0.5, 8)))
     assert float(fixed.method_state.alpha_max) == 2.0
     assert float(fixed.method_state.alpha_min) == pytest.approx(0.3)
+
+
+def test_history_has_one_entry_per_iteration_and_the_objective_where_evaluated():
+    """Iterations run in scanned chunks; the history is still per iteration, with the
+    objective at every ``eval_every``-th iteration and the last."""
+    data = bars_and_stripes()
+    rbm = ebm.RBM(16, 4)
+    calls = []
+
+    def evaluate(p):
+        calls.append(1)
+        return rbm.log_likelihood(p, data)
+
+    result = ebm.train(
+        rbm,
+        rbm.init(jax.random.key(0)),
+        data,
+        optimizer=optax.sgd(0.01),
+        method=ebm.CD(1),
+        num_steps=133,
+        batch_size=10,
+        rng_key=jax.random.key(0),
+        evaluate=evaluate,
+        eval_every=20,
+        progress_bar=False,
+    )
+    assert all(len(v) == 133 for v in result.history.values())
+    evaluated = np.flatnonzero(~np.isnan(result.history["objective"])) + 1
+    np.testing.assert_array_equal(evaluated, [20, 40, 60, 80, 100, 120, 133])
+    assert len(calls) == 7 and result.step == 133
