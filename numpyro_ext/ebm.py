@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -595,12 +596,27 @@ def _uses_acs_schedule(method: Any, sampler: Any) -> bool:
 
 
 @functools.lru_cache(maxsize=16)
-def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, num_chains: int):
+def _make_update(
+    energy,
+    optimizer,
+    method,
+    data_shape: tuple,
+    batch_size: int,
+    num_chains: int,
+    chain_sharding: Any = None,
+):
     """The jitted run of ``length`` iterations (static), ``(params, opt_state, buffer, key,
     data, length) -> (params, opt_state, buffer, key, info)`` with ``info`` stacked over the
     iterations; cached so that resuming or training again does not recompile. One iteration
-    is one body of a ``lax.scan``, so a chunk of iterations costs one dispatch."""
+    is one body of a ``lax.scan``, so a chunk of iterations costs one dispatch.
+    ``chain_sharding``: a sharding of the leading (chain) axis across devices, or None."""
     import optax
+
+    def on_devices(x: jax.Array) -> jax.Array:
+        """The batch and the chains split over the devices along their leading axis."""
+        if chain_sharding is None:
+            return x
+        return jax.lax.with_sharding_constraint(x, chain_sharding)
 
     num_data, dim = data_shape
     sampler = None if isinstance(method, UCD) else _sampler_of(method, energy)
@@ -613,7 +629,7 @@ def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, 
     def update(params: Any, opt_state: Any, buffer: Any, key: jax.Array, data: Any) -> tuple:
         key, key_step = random.split(key)
         key_batch, key_neg, key_reinit, key_pick = random.split(key_step, 4)
-        batch = data[random.randint(key_batch, (batch_size,), 0, num_data)]
+        batch = on_devices(data[random.randint(key_batch, (batch_size,), 0, num_data)])
         pos_value, pos_grad = _mean_energy_grad(energy, params, batch)
         info: dict = {}
         if isinstance(method, UCD):
@@ -627,6 +643,7 @@ def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, 
                 fresh = data[random.randint(key_pick, (num_chains,), 0, num_data)]
                 chains = buffer.buffer if acs_schedule else buffer
                 start, steps = jnp.where(restart[:, None], fresh, chains), method.steps
+                start = on_devices(start)
             if acs_schedule:
                 state = buffer._replace(buffer=start)
                 samples, accept, buffer = _acs_pcd_advance(
@@ -636,6 +653,7 @@ def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, 
                 samples, accept = _advance(sampler, energy, params, start, key_neg, steps, dim)
                 if isinstance(method, PCD):
                     buffer = samples
+            samples = on_devices(samples)
             neg_value, neg_grad = _mean_energy_grad(energy, params, samples)
         grad = jax.tree.map(jnp.subtract, pos_grad, neg_grad)
         updates, opt_state = optimizer.update(grad, opt_state, params)
@@ -652,6 +670,27 @@ def _make_update(energy, optimizer, method, data_shape: tuple, batch_size: int, 
         return (*carry, info)
 
     return jax.jit(run, static_argnums=5)
+
+
+def _chain_sharding(batch_size: int, num_chains: int) -> Any:
+    """With several local devices, a sharding that splits the leading (chain) axis over all of
+    them (JAX's sharding API; the rest of the computation follows it); None with one device.
+    Both the batch and the chains must divide evenly, or training stays on one device (with a
+    warning)."""
+    devices = jax.local_devices()
+    if len(devices) < 2:
+        return None
+    if batch_size % len(devices) or num_chains % len(devices):
+        warnings.warn(
+            f"train: batch_size={batch_size} and the number of chains ({num_chains}) must be "
+            f"multiples of the {len(devices)} local devices to be split across them; training "
+            "on one device.",
+            stacklevel=3,
+        )
+        return None
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    return NamedSharding(Mesh(np.array(devices), ("chains",)), PartitionSpec("chains"))
 
 
 # iterations per jitted call of the trainer (fewer where an evaluation falls inside a chunk)
@@ -731,12 +770,19 @@ def train(
             if _uses_acs_schedule(method, _sampler_of(method, energy)):
                 buffer = _acs_pcd_init(method.sampler, buffer)
         done, history = 0, {}
-    try:
-        update = _make_update(energy, optimizer, method, data.shape, batch_size, num_chains)
-    except TypeError:  # an unhashable energy or optimiser: build it afresh
-        update = _make_update.__wrapped__(
-            energy, optimizer, method, data.shape, batch_size, num_chains
+    chain_sharding = _chain_sharding(batch_size, num_chains)
+    if chain_sharding is not None:
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        replicated = NamedSharding(chain_sharding.mesh, PartitionSpec())
+        buffer = jax.tree.map(
+            lambda x: jax.device_put(x, chain_sharding if x.ndim else replicated), buffer
         )
+    options = (energy, optimizer, method, data.shape, batch_size, num_chains, chain_sharding)
+    try:
+        update = _make_update(*options)
+    except TypeError:  # an unhashable energy or optimiser: build it afresh
+        update = _make_update.__wrapped__(*options)
     records: dict[str, list] = {}
     bar = tqdm(total=num_steps, disable=not progress_bar, desc="EBM")
     objective = math.nan
