@@ -15,13 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import json, warnings
 import jax, numpy as np, optax
-import numpyro_ext as nx
 from numpyro_ext import ebm
 from discrete_kernels.ebm import bars_and_stripes
 
 data, rbm = bars_and_stripes(), ebm.RBM(16, 8)
 methods = {
-    "pcd_dmala": ebm.PCD(sampler=nx.DMALA(step_size=0.5), steps=2),
+    "pcd_site_gibbs": ebm.PCD(sampler=ebm.SiteGibbs(), steps=2),
     "pcd_gibbs": ebm.PCD(steps=1),
 }
 out = {"devices": len(jax.devices())}
@@ -62,8 +61,8 @@ def run(devices: int) -> dict:
 def test_chains_are_split_over_two_devices_with_the_one_device_result():
     one, two = run_here(), run(2)
     assert one["devices"] == 1 and two["devices"] == 2
-    assert two["pcd_dmala_buffer_devices"] == two["pcd_gibbs_buffer_devices"] == 2
-    for name in ("pcd_dmala", "pcd_gibbs"):
+    assert two["pcd_site_gibbs_buffer_devices"] == two["pcd_gibbs_buffer_devices"] == 2
+    for name in ("pcd_site_gibbs", "pcd_gibbs"):
         # the same random numbers; only the order of floating-point sums differs
         np.testing.assert_allclose(two[name], one[name], atol=1e-5)
     assert not one["warnings"]
