@@ -31,6 +31,11 @@ for name, method in methods.items():
     out[name] = np.asarray(r.params.weights).tolist()
     if r.method_state is not None:
         out[name + "_buffer_devices"] = len(r.method_state.sharding.device_set)
+"""
+
+
+# in the two-device process only: a batch that does not split evenly stays on one device
+WARNING_CASE = """
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     ebm.train(rbm, rbm.init(jax.random.key(0)), data, optimizer=optax.sgd(0.01),
@@ -49,7 +54,7 @@ def run_here() -> dict:
 
 def run(devices: int) -> dict:
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
-    code = SCRIPT + "\nprint(json.dumps(out))\n"
+    code = SCRIPT + WARNING_CASE + "\nprint(json.dumps(out))\n"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
     )
@@ -65,5 +70,4 @@ def test_chains_are_split_over_two_devices_with_the_one_device_result():
     for name in ("pcd_site_gibbs", "pcd_gibbs"):
         # the same random numbers; only the order of floating-point sums differs
         np.testing.assert_allclose(two[name], one[name], atol=1e-5)
-    assert not one["warnings"]
     assert any("multiples of the 2 local devices" in w for w in two["warnings"])
