@@ -223,12 +223,12 @@ def _acs_pcd_init(kernel: DiscreteKernel, buffer: torch.Tensor) -> ACSPCDState:
     spec = kernel._spec
     assert isinstance(spec, ACSSpec)
     alpha_max, alpha_min = (math.nan, math.nan) if spec.cycle is None else spec.cycle[:2]
-    dtype = buffer.dtype
+    dtype, device = buffer.dtype, buffer.device
     return ACSPCDState(
         buffer,
-        torch.zeros((), dtype=torch.long),
-        torch.as_tensor(float(alpha_max), dtype=dtype),
-        torch.as_tensor(float(alpha_min), dtype=dtype),
+        torch.zeros((), dtype=torch.long, device=device),
+        torch.as_tensor(float(alpha_max), dtype=dtype, device=device),
+        torch.as_tensor(float(alpha_min), dtype=dtype, device=device),
     )
 
 
@@ -240,6 +240,7 @@ def _acs_pcd_steps(kernel: DiscreteKernel, energy: nn.Module, state: ACSPCDState
     assert isinstance(spec, ACSSpec)
     config = spec.config
     alpha_max, alpha_min = state.alpha_max, state.alpha_min
+    device = state.buffer.device
     if spec.cycle is None and bool(core_acs.acs_pcd_retunes(state.iteration, config)):
         tuning = core_acs.tuning_steps(config)
         samples, accept, adapts = _kernel_steps(kernel, energy, state.buffer, tuning, None, tuning)
@@ -251,7 +252,7 @@ def _acs_pcd_steps(kernel: DiscreteKernel, energy: nn.Module, state: ACSPCDState
         def schedule(i: int) -> StepParameters:
             return StepParameters(
                 *core_acs.acs_pcd_step_parameters(
-                    state.iteration, torch.tensor(i), alpha_max, alpha_min, config
+                    state.iteration, torch.tensor(i, device=device), alpha_max, alpha_min, config
                 )
             )
 
