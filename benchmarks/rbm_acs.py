@@ -142,6 +142,10 @@ def main() -> None:
         "DMALA": nx.DMALA(potential_fn=potential, domain=nx.Binary()),
         "AB": nx.AB(potential_fn=potential, domain=nx.Binary()),
         "ACS": nx.ACS(potential_fn=potential, domain=nx.Binary()),
+        # Alg. 4 as the paper writes it (the default before the range search)
+        "ACS (paper search)": nx.ACS(
+            potential_fn=potential, domain=nx.Binary(), tuning={"search": "paper"}
+        ),
     }
     # the same steps for all from the same start, warmup included: ACS tunes its cycle, AB
     # its (sigma, alpha) and DMALA its step size in the first num_warmup steps

@@ -33,11 +33,12 @@ from .acs import (
 from .adaptation import (
     DualAveragingState,
     StepSizeAdaptation,
+    dlp_step_size_bounds,
     dual_averaging_init,
     dual_averaging_update,
     step_size_adaptation_update,
 )
-from .domains import Binary, Categorical, Domain, Ordinal, as_domain
+from .domains import Binary, Categorical, Domain, Ordinal, as_domain, domain_step_scale
 from .gibbs import gibbs_site_proposal
 from .mh import accept_probability, metropolis_accept, mh_log_ratio
 from .proposals import (
@@ -98,6 +99,8 @@ __all__ = [
     "accept_probability",
     "as_domain",
     "dlp_leaf_log_prob",
+    "dlp_step_size_bounds",
+    "domain_step_scale",
     "dlp_leaf_logits",
     "dlp_leaf_sample",
     "dlp_noise_shapes",

@@ -10,11 +10,28 @@ Tuning (Alg. 2-5 of the paper), one proposal per MCMC step, all inside warmup:
 1. burn-in with MH on a naive cycle from ``(alpha_ceil, beta_max)`` to ``(alpha_floor, 1/2)``
    (``burnin_mh_steps``);
 2. EstimateAlpha for ``alpha_min`` at ``beta = 1/2``: rounds of ``num_candidates`` step sizes
-   searched upward from ``alpha_floor``;
-3. EstimateAlpha for ``alpha_max`` at ``beta_max``: the same, downward from ``alpha_ceil``;
+   searched from ``alpha_floor``;
+3. EstimateAlpha for ``alpha_max`` at ``beta_max``: the same, from the larger of
+   ``alpha_ceil`` and the domain's scale (:func:`domain_step_scale`);
 4. EstimateBalSched: for each position ``k = 1 .. s-1`` of the cycle, ``num_candidates``
    balances on a grid of ``[1/2, beta_{k-1}]``, keeping the one of highest acceptance;
 5. done: the tuned cycle.
+
+Two searches are available (``ACSConfig.search``). ``"paper"`` is Alg. 4 as written: each
+round tests step sizes between the bound and ``bound * (1 -/+ zeta |rho* - rho|)``, downward
+for ``alpha_max`` and upward for ``alpha_min``, so a round moves the bound by at most
+``1 + zeta / 2`` (a factor 1.25) and never past its start. ``"range"`` (the default) first
+brackets the target: while the acceptance stays on one side of ``rho*`` the ``r``-th round
+spans a factor ``expansion ** r`` (``expansion = 4``) in the direction that approaches it (up
+while acceptance is above the target, down while below); once a round saw both sides (or the
+search turned back) it narrows by bisection in ``log(alpha)``: each round tests the best
+step size so far and its neighbours one spacing of the previous round away, halving the
+spacing (with 5 candidates). ``learning_rate`` is used by ``"paper"`` only. Ties in
+acceptance (all ``1`` or all ``0``, common at the ends of the range) go to the candidate
+towards the target instead of staying at the bound. So the defaults reach step sizes far from
+``alpha_floor`` and ``alpha_ceil`` in a few rounds, inside the range where a step size still
+changes the proposal (:func:`discrete_kernels.adaptation.dlp_step_size_bounds`: up to
+``1e3 (S - 1)^2`` for an ordinal coordinate with ``S`` values, ``1e3`` for a binary one).
 
 Acceptance is the expected acceptance ``min(1, exp(log A))`` of each proposal, not the realised
 rate. Unlike Alg. 4-5, where the chain jumps to the proposal of the best candidate, here the
@@ -27,6 +44,8 @@ import math
 from typing import Any, NamedTuple
 
 from ._xp import Array, array_namespace
+from .adaptation import dlp_step_size_bounds
+from .domains import domain_step_scale
 from .validation import check_int, check_number
 
 __all__ = [
@@ -42,11 +61,13 @@ __all__ = [
     "acs_warmup_update",
     "cyclical_balance",
     "cyclical_step_size",
+    "domain_step_scale",
     "tuning_steps",
     "PCD_RETUNE_CYCLES",
 ]
 
 BURNIN, BURNIN_MH, ALPHA_MIN, ALPHA_MAX, BALANCE, DONE = range(6)
+SEARCHES = ("range", "paper")
 
 
 class ACSConfig(NamedTuple):
@@ -62,6 +83,8 @@ class ACSConfig(NamedTuple):
     num_candidates: int = 5
     alpha_rounds: int = 5
     learning_rate: float = 0.5
+    search: str = "range"
+    expansion: float = 4.0
 
 
 def tuning_steps(config: ACSConfig) -> int:
@@ -94,6 +117,13 @@ class ACSTunerState(NamedTuple):
     - **rho** - acceptance of the best candidate of the last round (``rho_cur``).
     - **best_gap**, **best_value**, **best_accept** - the best candidate of the current round.
     - **beta_schedule** - (s,) balances; **cycle_position** - ``k`` of the running cycle.
+    - **direction** - range search: +1 while the search moves up, -1 down;
+      **bracketed** - whether the target has been bracketed (the search then narrows);
+      **width** - half-width in ``log(alpha)`` of the next narrowing round;
+      **alpha_limit** - largest step size the range search tests
+      (:func:`discrete_kernels.adaptation.dlp_step_size_bounds`);
+      **round_above**, **round_below** - whether a candidate of this round had acceptance
+      above / below the target.
     """
 
     phase: Array
@@ -106,6 +136,12 @@ class ACSTunerState(NamedTuple):
     best_accept: Array
     beta_schedule: Array
     cycle_position: Array
+    direction: Array
+    bracketed: Array
+    width: Array
+    alpha_limit: Array
+    round_above: Array
+    round_below: Array
 
 
 def acs_tuner_init(
@@ -115,10 +151,13 @@ def acs_tuner_init(
     alpha_max: float | None = None,
     alpha_min: float | None = None,
     beta_schedule=None,
+    domain_scale: float = 0.0,
 ) -> ACSTunerState:
     """Initial tuner state; ``tuned=True`` with explicit schedules skips the tuning.
 
-    ``like`` is any float array of the backend and dtype to use.
+    ``like`` is any float array of the backend and dtype to use. ``domain_scale``
+    (:func:`domain_step_scale`): the range search for ``alpha_max`` starts at the larger of it
+    and ``alpha_ceil``.
     """
     xp = array_namespace(like)
     dtype = like.dtype
@@ -128,18 +167,38 @@ def acs_tuner_init(
         beta = xp.full((s,), config.beta_max, dtype=dtype)
     else:
         beta = xp.asarray(beta_schedule, dtype=dtype)
+    ceil = config.alpha_ceil
+    if config.search == "range":
+        ceil = max(ceil, domain_scale)
+    false = xp.asarray(False)
     return ACSTunerState(
-        phase=xp.asarray(DONE if tuned else BURNIN),
+        phase=xp.asarray(DONE if tuned else _next_phase(config, BURNIN - 1)),
         count=xp.asarray(0),
         alpha_min=scalar(config.alpha_floor if alpha_min is None else alpha_min),
-        alpha_max=scalar(config.alpha_ceil if alpha_max is None else alpha_max),
+        alpha_max=scalar(ceil if alpha_max is None else alpha_max),
         rho=scalar(0.0),
         best_gap=scalar(math.inf),
         best_value=scalar(0.0),
         best_accept=scalar(-1.0),
         beta_schedule=beta,
         cycle_position=xp.asarray(0),
+        direction=scalar(1.0),
+        bracketed=false,
+        width=scalar(0.0),
+        alpha_limit=scalar(dlp_step_size_bounds(domain_scale)[1]),
+        round_above=false,
+        round_below=false,
     )
+
+
+def _next_phase(config: ACSConfig, phase: int) -> int:
+    """The phase after ``phase``, skipping burn-ins of length 0 (``tuning={'burnin_steps':
+    0}``): a phase of no steps would never end."""
+    lengths = {BURNIN: config.burnin_steps, BURNIN_MH: config.burnin_mh_steps}
+    following = phase + 1
+    while lengths.get(following, 1) == 0:
+        following += 1
+    return min(following, DONE)
 
 
 def _linspace_point(low: Array, high: Array, index: Array, num: int) -> Array:
@@ -150,11 +209,25 @@ def _linspace_point(low: Array, high: Array, index: Array, num: int) -> Array:
 
 
 def _alpha_candidate(state: ACSTunerState, config: ACSConfig, maximum: bool) -> Array:
-    """Candidate step size of this step in an EstimateAlpha round (Alg. 4)."""
+    """Candidate step size of this step in an EstimateAlpha round (Alg. 4, or the range
+    search of the module docstring)."""
     xp = array_namespace(state.alpha_min)
     t = config.num_candidates
     index = state.count % t
     gap = xp.abs(config.target_accept_prob - state.rho)
+    if config.search == "range":
+        bound = state.alpha_max if maximum else state.alpha_min
+        fraction = xp.astype(index, bound.dtype) / (t - 1) if t > 1 else xp.ones_like(bound)
+        # bracketing: geometric steps from the bound over a factor `expansion` ** r in the
+        # search's r-th round, so k rounds reach a factor expansion ** (k (k + 1) / 2)
+        reach = xp.astype(state.count // t + 1, bound.dtype)
+        expand = bound * config.expansion ** (state.direction * reach * fraction)
+        # narrowing: geometric points on [bound e^-width, bound e^width]
+        narrow = bound * xp.exp(state.width * (2 * fraction - 1))
+        # outside dlp_step_size_bounds every step size proposes the same moves
+        low = xp.asarray(dlp_step_size_bounds(0.0)[0], dtype=bound.dtype)
+        candidate = xp.where(state.bracketed, narrow, expand)
+        return xp.minimum(xp.maximum(candidate, low), state.alpha_limit)
     if maximum:
         bound = state.alpha_max
         proposal = bound * (1 - config.learning_rate * gap)
@@ -226,7 +299,13 @@ def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig
     in_balance = phase == BALANCE
     # best candidate of the round: closest to the target (alpha), highest acceptance (beta)
     gap = xp.abs(accept_prob - target)
-    better_alpha = in_alpha & (gap < state.best_gap)
+    if config.search == "range":
+        # a tie (all 1 or all 0 at the ends of the range) goes to the step size towards the
+        # target: the larger one while acceptance is above it, the smaller one below
+        towards = xp.where(accept_prob > target, alpha > state.best_value, alpha < state.best_value)
+        better_alpha = in_alpha & ((gap < state.best_gap) | ((gap == state.best_gap) & towards))
+    else:
+        better_alpha = in_alpha & (gap < state.best_gap)
     better_beta = in_balance & (accept_prob > state.best_accept)
     better = better_alpha | better_beta
     best_gap = xp.where(better_alpha, gap, state.best_gap)
@@ -237,6 +316,27 @@ def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig
     alpha_min = xp.where(round_done & (phase == ALPHA_MIN), best_value, state.alpha_min)
     alpha_max = xp.where(round_done & (phase == ALPHA_MAX), best_value, state.alpha_max)
     rho = xp.where(round_done & in_alpha, best_accept, state.rho)
+    # range search: which side of the target this round saw, and where to go next
+    round_above = in_alpha & (state.round_above | (accept_prob > target))
+    round_below = in_alpha & (state.round_below | (accept_prob < target))
+    new_direction = xp.where(best_accept > target, xp.ones_like(rho), -xp.ones_like(rho))
+    end_alpha_round = round_done & in_alpha
+    # the target is bracketed once a round saw acceptance on both sides of it, or the search
+    # turned back (except after its first round, whose direction was a guess: up from
+    # alpha_floor, down from the ceiling)
+    flipped = (new_direction != state.direction) & (count > t)
+    bracketed = state.bracketed | (end_alpha_round & (flipped | (round_above & round_below)))
+    # next narrowing round: one spacing of the round just ended either side of its best
+    # candidate, so each round shrinks the bracket by (t - 1) / 2 (bisection in log alpha)
+    spacing = xp.where(
+        state.bracketed,
+        2 * state.width / max(t - 1, 1),
+        xp.astype(count // t, state.width.dtype) * math.log(config.expansion) / max(t - 1, 1),
+    )
+    width = xp.where(end_alpha_round, spacing, state.width)
+    direction = xp.where(end_alpha_round, new_direction, state.direction)
+    round_above = round_above & ~round_done
+    round_below = round_below & ~round_done
     position = count // t  # the position whose round just ended is count // t
     beta_schedule = xp.where(
         round_done & in_balance & (xp.arange(s) == position), best_value, state.beta_schedule
@@ -254,9 +354,15 @@ def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig
     ]
     length = _select(phase, [xp.asarray(n) for n in phase_length] + [xp.asarray(-1)])
     advance = (count == length) & (phase != DONE)
-    new_phase = xp.where(advance, phase + 1, phase)
+    following = _select(phase, [xp.asarray(_next_phase(config, p)) for p in range(DONE + 1)])
+    new_phase = xp.where(advance, following, phase)
     # entering a new EstimateAlpha search: its acceptance memory starts at 0 (Alg. 4, line 1)
     rho = xp.where(advance & (phase == ALPHA_MIN), xp.zeros_like(rho), rho)
+    # the alpha_min search starts upward from alpha_floor, the alpha_max search downward
+    entering_max = advance & (phase == ALPHA_MIN)
+    direction = xp.where(advance & (phase == BURNIN_MH), xp.ones_like(direction), direction)
+    direction = xp.where(entering_max, -xp.ones_like(direction), direction)
+    bracketed = bracketed & ~(advance & ((phase == BURNIN_MH) | (phase == ALPHA_MIN)))
     # entering the balance search or the final cycle: make alpha_min <= alpha_max
     entering_balance = advance & (phase == ALPHA_MAX)
     low = xp.minimum(alpha_min, alpha_max)
@@ -281,6 +387,12 @@ def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig
         best_accept=best_accept,
         beta_schedule=beta_schedule,
         cycle_position=cycle_position,
+        direction=direction,
+        bracketed=bracketed,
+        width=width,
+        alpha_limit=state.alpha_limit,
+        round_above=round_above,
+        round_below=round_below,
     )
 
 
@@ -412,13 +524,21 @@ def _tuning_options(tuning: dict | None) -> dict:
     if not isinstance(tuning, dict):
         raise ValueError(f"ACS: tuning must be a dict of ACSConfig fields, got {tuning!r}.")
     lengths = {"burnin_steps": 0, "burnin_mh_steps": 0, "num_candidates": 1, "alpha_rounds": 1}
-    allowed = sorted([*lengths, "learning_rate"])
+    allowed = sorted([*lengths, "learning_rate", "search", "expansion"])
     out: dict[str, Any] = {}
     for key, value in tuning.items():
         if key in lengths:
             out[key] = check_int("ACS", f"tuning[{key!r}]", value, minimum=lengths[key])
         elif key == "learning_rate":
             out[key] = check_number("ACS", "tuning['learning_rate']", value)
+        elif key == "expansion":
+            out[key] = check_number("ACS", "tuning['expansion']", value, low=1.0)
+        elif key == "search":
+            if value not in SEARCHES:
+                raise ValueError(
+                    f"ACS: tuning['search'] must be one of {list(SEARCHES)}, got {value!r}."
+                )
+            out[key] = value
         else:
             raise ValueError(f"ACS: unknown tuning option {key!r}; allowed: {allowed}.")
     return out

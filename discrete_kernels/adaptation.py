@@ -13,6 +13,7 @@ __all__ = [
     "StepSizeAdaptation",
     "dual_averaging_init",
     "dual_averaging_update",
+    "dlp_step_size_bounds",
     "step_size_adaptation_update",
 ]
 
@@ -39,6 +40,18 @@ class StepSizeAdaptation(NamedTuple):
 DEFAULT_RULE = StepSizeAdaptation()
 
 
+def dlp_step_size_bounds(domain_scale: float) -> tuple[float, float]:
+    """Range in which the DLP step size ``alpha`` still changes the proposal.
+
+    A move of squared length ``delta^2`` pays ``delta^2 / (2 alpha)`` nats in the proposal
+    (DLP paper, Eq. 3). Below ``alpha = 1e-3`` even the shortest move (``delta^2 = 1``) pays
+    500 nats, so nothing ever moves; above ``1e3 * max(1, domain_scale)`` the longest move
+    (``delta^2`` up to ``domain_scale``, :func:`discrete_kernels.domains.domain_step_scale`)
+    pays under 5e-4 nats, so every larger ``alpha`` gives the same proposal.
+    """
+    return 1e-3, 1e3 * max(1.0, domain_scale)
+
+
 def dual_averaging_init(step_size: Array) -> DualAveragingState:
     """Start at ``step_size``, with the shrinkage centre at ``log(10 * step_size)``."""
     xp = array_namespace(step_size)
@@ -51,13 +64,18 @@ def dual_averaging_update(
     state: DualAveragingState,
     accept_prob: Array,
     rule: StepSizeAdaptation = DEFAULT_RULE,
+    bounds: tuple[Array | float, Array | float] | None = None,
 ) -> DualAveragingState:
-    """One dual-averaging update from an observed acceptance probability."""
+    """One dual-averaging update from an observed acceptance probability; ``bounds``
+    ``(low, high)`` clips the step size (the iterate, hence also its average)."""
     xp = array_namespace(state.log_step_size)
     count = state.count + 1.0
     weight = 1.0 / (count + rule.t0)
     error_sum = (1.0 - weight) * state.error_sum + weight * (rule.target_accept_prob - accept_prob)
     log_step = state.prox_center - xp.sqrt(count) / rule.gamma * error_sum
+    if bounds is not None:
+        low, high = (xp.log(xp.asarray(b, dtype=log_step.dtype)) for b in bounds)
+        log_step = xp.minimum(xp.maximum(log_step, low), high)
     avg_weight = count ** (-rule.kappa)
     log_step_avg = avg_weight * log_step + (1.0 - avg_weight) * state.log_step_size_avg
     return DualAveragingState(log_step, log_step_avg, error_sum, count, state.prox_center)
@@ -70,6 +88,7 @@ def step_size_adaptation_update(
     iteration: Array,
     num_warmup: int,
     rule: StepSizeAdaptation = DEFAULT_RULE,
+    bounds: tuple[Array | float, Array | float] | None = None,
 ) -> tuple[DualAveragingState, Array]:
     """Adapt during warmup, freeze at the averaged step size when warmup ends.
 
@@ -82,6 +101,9 @@ def step_size_adaptation_update(
     iteration : scalar integer array
         Index of that draw, counting from 0 at the first warmup draw.
     num_warmup : int
+    rule : StepSizeAdaptation
+    bounds : (low, high), optional
+        Range of the adapted step size (:func:`dlp_step_size_bounds` for the DLP samplers).
 
     Returns
     -------
@@ -90,7 +112,7 @@ def step_size_adaptation_update(
     xp = array_namespace(step_size)
     in_warmup = iteration < num_warmup
     last_warmup = iteration == num_warmup - 1
-    updated = dual_averaging_update(state, accept_prob, rule)
+    updated = dual_averaging_update(state, accept_prob, rule, bounds)
     new_state = DualAveragingState(
         *(xp.where(in_warmup, new, old) for new, old in zip(updated, state))
     )

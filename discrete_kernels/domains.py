@@ -16,7 +16,15 @@ from array_api_compat import device as _device
 
 from ._xp import Array, array_namespace
 
-__all__ = ["MAX_NUM_VALUES", "Binary", "Categorical", "Domain", "Ordinal", "as_domain"]
+__all__ = [
+    "MAX_NUM_VALUES",
+    "Binary",
+    "Categorical",
+    "Domain",
+    "Ordinal",
+    "as_domain",
+    "domain_step_scale",
+]
 
 MAX_NUM_VALUES = 2**20
 """Most values one coordinate may take: a step builds a table over all of them."""
@@ -149,3 +157,15 @@ def as_domain(domain: Any, where: str = "domain") -> Domain:
         f"{where}: expected Binary(), Ordinal(num_values, low=0) or Categorical(num_values), "
         f"got {domain!r}."
     )
+
+
+def domain_step_scale(domains) -> float:
+    """Largest useful DLP step size the domains suggest: ``(S - 1)^2`` for an ordinal leaf
+    with ``S`` values (a move across the whole range is then one standard deviation of the
+    proposal's quadratic term), 0 for binary and categorical leaves (every move has squared
+    length 1 or 2, so ``alpha`` beyond a few units changes nothing)."""
+    scale = 0.0
+    for domain in domains:
+        if isinstance(domain, Ordinal):
+            scale = max(scale, float(domain.num_values - 1) ** 2)
+    return scale

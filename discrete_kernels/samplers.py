@@ -9,7 +9,7 @@ adapter's control flow (``jax.lax.cond`` and ``fori_loop``, or plain Python) com
 :class:`ControlFlow`. The one driver per PPL (``numpyro_ext.base``, ``pyro_ext.base``) calls,
 for every sampler, in this order::
 
-    adapt = spec.adapt_init(like, num_warmup, flat_dim, control)      # once
+    adapt = spec.adapt_init(like, num_warmup, flat_dim, control, sites)  # once
     params = spec.parameters(adapt)                                  # every step
     chain, info = spec.step(chain, noise, params, adapt, sites, local_fn)
     adapt = spec.adapt_update(adapt, info, params, index, num_warmup, control)
@@ -38,10 +38,11 @@ from ._xp import Array, array_namespace
 from .adaptation import (
     DualAveragingState,
     StepSizeAdaptation,
+    dlp_step_size_bounds,
     dual_averaging_init,
     step_size_adaptation_update,
 )
-from .domains import Binary, Domain
+from .domains import Binary, Domain, domain_step_scale
 from .steps import ChainState, StepInfo, dlp_noise_shapes, dlp_step, gwg_step
 from .validation import (
     check_bool,
@@ -157,11 +158,13 @@ PYTHON_CONTROL = ControlFlow()
 
 
 class DualAveragingAdaptState(NamedTuple):
-    """Adaptation state of DULA, DMALA and GWG: dual averaging of the step size, and the
-    step size of the next draw."""
+    """Adaptation state of DULA, DMALA and GWG: dual averaging of the step size, the step
+    size of the next draw, and the upper end of the adapted step size's range
+    (:func:`discrete_kernels.adaptation.dlp_step_size_bounds`)."""
 
     dual_averaging: DualAveragingState
     next_step_size: Array
+    max_step_size: Array
 
 
 def check_preconditioners(
@@ -225,9 +228,17 @@ class SamplerSpec:
     def noise_shapes(self, sites: Sites, leaf_shapes: Sequence[tuple[int, ...]]) -> NoiseShapes:
         raise NotImplementedError
 
-    def adapt_init(self, like: Array, num_warmup: int, flat_dim: int, control: ControlFlow):
+    def adapt_init(
+        self,
+        like: Array,
+        num_warmup: int,
+        flat_dim: int,
+        control: ControlFlow,
+        sites: Sites | None = None,
+    ):
         """The adaptation state before the first draw (``like``: a float scalar of the
-        backend and dtype to use)."""
+        backend and dtype to use; ``sites``: the sampled sites, for adaptations that start
+        from the domains' scale)."""
         raise NotImplementedError
 
     def parameters(self, adapt_state: Any) -> StepParameters:
@@ -277,10 +288,14 @@ class _DualAveragingSpec(SamplerSpec):
     def initial_step_size(self) -> float:
         return self.step_size
 
-    def adapt_init(self, like, num_warmup, flat_dim, control) -> DualAveragingAdaptState:
+    def adapt_init(
+        self, like, num_warmup, flat_dim, control, sites=None
+    ) -> DualAveragingAdaptState:
         xp = array_namespace(like)
         step = xp.asarray(self.initial_step_size(), dtype=like.dtype)
-        return DualAveragingAdaptState(dual_averaging_init(step), step)
+        scale = 0.0 if sites is None else domain_step_scale(sites.domains)
+        high = xp.asarray(dlp_step_size_bounds(scale)[1], dtype=like.dtype)
+        return DualAveragingAdaptState(dual_averaging_init(step), step, high)
 
     def parameters(self, adapt_state: DualAveragingAdaptState) -> StepParameters:
         xp = array_namespace(adapt_state.next_step_size)
@@ -297,8 +312,9 @@ class _DualAveragingSpec(SamplerSpec):
             index,
             num_warmup,
             self.rule,
+            bounds=(dlp_step_size_bounds(0.0)[0], adapt_state.max_step_size),
         )
-        return DualAveragingAdaptState(dual, next_step)
+        return DualAveragingAdaptState(dual, next_step, adapt_state.max_step_size)
 
 
 @dataclass(frozen=True)
@@ -384,7 +400,7 @@ class ACSSpec(SamplerSpec):
     def noise_shapes(self, sites, leaf_shapes) -> NoiseShapes:
         return NoiseShapes(tuple(dlp_noise_shapes(sites.domains, leaf_shapes)))
 
-    def adapt_init(self, like, num_warmup, flat_dim, control) -> _acs.ACSTunerState:
+    def adapt_init(self, like, num_warmup, flat_dim, control, sites=None) -> _acs.ACSTunerState:
         alpha_max, alpha_min, beta_schedule = self.cycle or (None, None, None)
         state = _acs.acs_tuner_init(
             self.config,
@@ -393,6 +409,7 @@ class ACSSpec(SamplerSpec):
             alpha_max=alpha_max,
             alpha_min=alpha_min,
             beta_schedule=beta_schedule,
+            domain_scale=0.0 if sites is None else _acs.domain_step_scale(sites.domains),
         )
         if self.cycle is None and num_warmup == 0:
             # no warmup to tune in: the naive cycle from (alpha_ceil, beta_max) down
@@ -442,7 +459,7 @@ class GibbsSpec(SamplerSpec):
         total = sum(math.prod(shape) for shape in leaf_shapes)
         return NoiseShapes(((total,), (total,)), permutation=total)
 
-    def adapt_init(self, like, num_warmup, flat_dim, control) -> Array:
+    def adapt_init(self, like, num_warmup, flat_dim, control, sites=None) -> Array:
         xp = array_namespace(like)
         return xp.full_like(like, math.nan)
 
@@ -546,7 +563,7 @@ class ABSpec(SamplerSpec):
         normals = sum(math.prod(s) for s in leaf_shapes) if self.quadratic else 0
         return NoiseShapes(tuple(dlp_noise_shapes(sites.domains, leaf_shapes)), normals)
 
-    def adapt_init(self, like, num_warmup, flat_dim, control) -> ABAdaptState:
+    def adapt_init(self, like, num_warmup, flat_dim, control, sites=None) -> ABAdaptState:
         xp = array_namespace(like)
         tuner = _ab.ab_tuner_init(self.config, like)
         tuning = self.adapt and num_warmup > 0

@@ -7,8 +7,9 @@ Target: the geometry of App. D.1: 25 modes, 75 between them,
 The paper's mode variance (0.15) refers to a scaling its text does not give; here ``s = 5``
 integer units, so each mode is a visible blob of a few hundred states. Gradient-based
 proposals see only the nearest mode; ACS's cycle of large and small steps also jumps between
-modes. AB is the any-scale balanced sampler with its default settings (AB-1st, sigma and
-alpha tuned on the jump distance during the same warmup).
+modes. ACS runs twice: with its defaults (the cycle tuned in warmup) and with the cycle the
+paper sets by hand for this target (App. D.1). AB is the any-scale balanced sampler with its
+default settings (AB-1st, sigma and alpha tuned on the jump distance during the same warmup).
 
 Prints, per sampler, the modes visited and the total-variation distance to the exact
 distribution (over the 451^2 states and over the 25 modes), and writes
@@ -118,20 +119,29 @@ def main() -> None:
     samples, mcmc_ab = run_kernel(ab, num_warmup, num_samples, start, key)
     results["AB"] = summarise(samples, truth)
     ab_tuner = mcmc_ab.last_state.adapt_state.tuner
-    # the step sizes that matter here are in squared integer units: the ceiling of the
-    # tuner's search goes up to the squared distance between modes
-    spacing = float(CENTRES[1] - CENTRES[0])
-    acs = nx.ACS(potential_fn=potential, domain=domain, steps_per_cycle=20, alpha_ceil=spacing**2)
-    samples, mcmc = run_kernel(acs, num_warmup, num_samples, start, key)
-    results["ACS"] = summarise(samples, truth)
-    schedule = acs.schedule(mcmc.last_state)
-
-    print(
-        f"equal budgets: {total} energy evaluations per sampler (ACS: "
-        f"{dk.tuning_steps(acs.config)} of them tune its cycle)"
+    # ACS with its defaults: the tuner finds the step sizes of acceptance 1/2, which on this
+    # target are moves inside a mode (see the docs' ACS section)
+    acs_default = nx.ACS(potential_fn=potential, domain=domain)
+    samples, mcmc_default = run_kernel(acs_default, num_warmup, num_samples, start, key)
+    results["ACS (defaults)"] = summarise(samples, truth)
+    tuned = acs_default.schedule(mcmc_default.last_state)
+    # ACS with the paper's cycle for this target (App. D.1: alpha_max = 1575, alpha_min = 3,
+    # 20 steps per cycle): mode-to-mode jumps have acceptance of about 1e-3 to 1e-2, far below
+    # any acceptance target, so the paper sets them by hand here
+    acs = nx.ACS(
+        potential_fn=potential,
+        domain=domain,
+        steps_per_cycle=20,
+        alpha_max=1575.0,
+        alpha_min=3.0,
+        beta_schedule=[0.95] + [0.5] * 19,
     )
-    print("ACS cycle: alpha", np.round(np.asarray(schedule["alpha"]), 1).tolist())
-    print("           beta ", np.round(np.asarray(schedule["beta"]), 2).tolist())
+    samples, _ = run_kernel(acs, num_warmup, num_samples, start, key)
+    results["ACS (paper's cycle)"] = summarise(samples, truth)
+
+    print(f"equal budgets: {total} energy evaluations per sampler")
+    print("ACS tuned cycle (defaults): alpha", np.round(np.asarray(tuned["alpha"]), 1).tolist())
+    print("                            beta ", np.round(np.asarray(tuned["beta"]), 2).tolist())
     print(f"AB tuned: step size {float(ab_tuner.sigma):.3g}, balance {float(ab_tuner.balance):.2f}")
     print("\n| sampler | modes visited (of 25) | TV over the 25 modes | TV over all states |")
     print("| --- | --- | --- | --- |")
@@ -140,7 +150,7 @@ def main() -> None:
 
     figure_path = Path(__file__).resolve().parent / "figures" / "multimodal_acs.png"
     figure_path.parent.mkdir(exist_ok=True)
-    fig, axes = plt.subplots(1, 5, figsize=(17, 4.0))
+    fig, axes = plt.subplots(1, len(results) + 1, figsize=(3.4 * (len(results) + 1), 4.0))
     panels = [("truth", truth)] + [(name, r["hist"]) for name, r in results.items()]
     for ax, (name, hist) in zip(axes, panels):
         ax.imshow(hist.T, origin="lower", cmap="viridis", vmax=np.quantile(truth, 0.999))

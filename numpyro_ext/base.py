@@ -626,7 +626,9 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
                 "with arithmetic on the value."
             ) from error
         like = jnp.ones((), dtype=jnp.result_type(float))
-        adapt_state = self._spec.adapt_init(like, self._num_warmup, self._flat_dim, JAX_CONTROL)
+        adapt_state = self._spec.adapt_init(
+            like, self._num_warmup, self._flat_dim, JAX_CONTROL, self._sites
+        )
         params = self._spec.parameters(adapt_state)
         zero = jnp.zeros((), dtype=like.dtype)
         return self._state_cls(

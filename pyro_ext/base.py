@@ -228,7 +228,7 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         self._spec.check_sites(self._sites, flat_dim)
         like = torch.ones((), dtype=self._like.dtype, device=self._like.device)
         self._adapt_state = self._spec.adapt_init(
-            like, self._warmup_steps, flat_dim, specs.PYTHON_CONTROL
+            like, self._warmup_steps, flat_dim, specs.PYTHON_CONTROL, self._sites
         )
         # MCMC starts from these very tensors: the cached state is valid for them
         self._returned = {s.name: start[s.name] for s in self._specs}

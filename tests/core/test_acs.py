@@ -167,3 +167,74 @@ def test_pcd_schedule_explores_one_iteration_per_cycle_and_exploits_the_others()
             assert bool(mh) == (not (explore and step == 0))
     retunes = [i for i in range(250) if acs.acs_pcd_retunes(np.int64(i), config)]
     assert retunes == [0, 100, 200]
+
+
+def _tune_on_acceptance_curve(config, accept_of_alpha, domain_scale=0.0):
+    """Drive the tuner with the acceptance a known curve gives each candidate step size."""
+    tuner = dk.acs_tuner_init(config, np.float64(1.0), domain_scale=domain_scale)
+    n = dk.tuning_steps(config)
+    for i in range(n):
+        alpha, _, _ = dk.acs_step_parameters(tuner, config)
+        accept = np.float64(accept_of_alpha(float(alpha)))
+        tuner = dk.acs_warmup_update(tuner, accept, config, np.int64(i), n)
+    return tuner
+
+
+@pytest.mark.parametrize("alpha_star", [0.01, 3.0, 300.0, 3e5])
+def test_range_search_finds_the_target_step_size_far_from_its_start(alpha_star):
+    # acceptance 1 / (1 + alpha / alpha_star): exactly the target 1/2 at alpha_star
+    def curve(alpha):
+        return 1.0 / (1.0 + alpha / alpha_star)
+
+    config = dk.ACSConfig(burnin_steps=0, burnin_mh_steps=0)
+    # binary sites (the search starts at alpha_ceil = 5, limit 1e3), or for the largest target
+    # an ordinal site with 1001 values (start 1000^2, limit 1e3 * 1000^2)
+    scale = 1000.0**2 if alpha_star > 1e3 else 0.0
+    tuner = _tune_on_acceptance_curve(config, curve, domain_scale=scale)
+    for name in ("alpha_min", "alpha_max"):
+        found = float(getattr(tuner, name))
+        assert alpha_star / 1.5 < found < alpha_star * 1.5, (name, found)
+    # Alg. 4 as written moves at most a factor 1.25 a round from alpha_floor / alpha_ceil
+    paper = _tune_on_acceptance_curve(config._replace(search="paper"), curve)
+    if alpha_star >= 300.0:
+        assert float(paper.alpha_max) <= config.alpha_ceil
+        assert float(paper.alpha_min) <= config.alpha_floor * 1.25**5
+
+
+def test_range_search_breaks_ties_towards_the_target():
+    # every proposal accepted (a flat target): both searches keep growing instead of
+    # staying at alpha_floor (the first candidate of a tie) and alpha_ceil
+    config = dk.ACSConfig(burnin_steps=0, burnin_mh_steps=0)
+    tuner = _tune_on_acceptance_curve(config, lambda alpha: 1.0, domain_scale=1e9)
+    rounds = config.alpha_rounds
+    growth = config.expansion ** (rounds * (rounds + 1) / 2)
+    assert float(tuner.alpha_min) == pytest.approx(config.alpha_floor * growth, rel=1e-9)
+    # alpha_max starts at the domain's scale (1e9) and grows to the limit 1e3 * 1e9
+    assert float(tuner.alpha_max) == pytest.approx(1e12)
+    # on binary sites both stop where larger steps no longer change the proposal
+    tuner = _tune_on_acceptance_curve(config, lambda alpha: 1.0)
+    limit = dk.dlp_step_size_bounds(0.0)[1]
+    assert float(tuner.alpha_min) == float(tuner.alpha_max) == pytest.approx(limit)
+    # nothing accepted: the alpha_max search shrinks down to the lower bound
+    tuner = _tune_on_acceptance_curve(config, lambda alpha: 0.0)
+    low = dk.dlp_step_size_bounds(0.0)[0]
+    assert float(tuner.alpha_max) == pytest.approx(max(config.alpha_ceil / growth, low))
+
+
+def test_domain_step_scale_and_the_search_start():
+    assert dk.domain_step_scale([dk.Binary(), dk.Categorical(5)]) == 0.0
+    assert dk.domain_step_scale([dk.Binary(), dk.Ordinal(451)]) == 450.0**2
+    config = dk.ACSConfig()
+    tuner = dk.acs_tuner_init(config, np.float64(1.0), domain_scale=450.0**2)
+    assert float(tuner.alpha_max) == 450.0**2
+    paper = dk.acs_tuner_init(config._replace(search="paper"), np.float64(1.0), domain_scale=1e4)
+    assert float(paper.alpha_max) == config.alpha_ceil
+
+
+def test_tuning_search_option_is_checked():
+    with pytest.raises(ValueError, match=r"tuning\['search'\] must be one of"):
+        dk.acs_options(tuning={"search": "grid"})
+    with pytest.raises(ValueError, match="expansion"):
+        dk.acs_options(tuning={"expansion": 0.5})
+    config, _ = dk.acs_options(tuning={"search": "paper"})
+    assert config.search == "paper"

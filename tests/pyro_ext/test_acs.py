@@ -35,3 +35,20 @@ def test_ising_3x3_moments_and_tuned_cycle():
     np.testing.assert_allclose(
         stats["step_size"].values[0], schedule["alpha"].numpy()[positions], rtol=1e-5
     )
+
+
+def test_defaults_start_the_alpha_max_search_at_the_ordinal_scale():
+    # the Pyro driver passes its sites to the tuner: a Binomial(300) site is Ordinal(301),
+    # whose range search starts at 300^2 and settles far above the binary ceiling of 5
+    import pyro
+    import pyro.distributions as dist
+
+    def model():
+        pyro.sample("n", dist.Binomial(300, torch.tensor(0.5)))
+
+    kernel = px.ACS(model)
+    _run(kernel, 20, dk.tuning_steps(kernel.config))
+    alpha = kernel.schedule()["alpha"]
+    assert kernel.schedule()["tuned"]
+    # Binomial(300, 1/2) has variance 75: the acceptance-1/2 step sizes are tens to hundreds
+    assert float(alpha[0]) > 20.0, alpha
