@@ -504,6 +504,12 @@ class ABConfig(NamedTuple):
     target that wants ``sigma = 10``) is left in a few rounds instead of dozens; a round that
     keeps ``theta`` or reverses direction returns to ``(1 +- rate)``. ``max_doublings = 0`` is
     Alg. 3-4 exactly.
+
+    ``initial_steps``: warmup steps that first adapt ``sigma`` by dual averaging towards
+    acceptance 0.574 at the initial balance (DMALA's rule), before the jump-distance search
+    starts from there (:func:`default_initial_steps` when None; 0 is the paper's start at
+    ``sigma``). The search then only refines a step size of the right scale instead of
+    climbing to it from 0.1 a factor ``(1 + rate)^8`` per round at best.
     """
 
     variant: str = "1st"
@@ -516,6 +522,7 @@ class ABConfig(NamedTuple):
     burn_in: int | None = None
     max_doublings: int = 3
     restart_sigma_factor: float = 100.0
+    initial_steps: int | None = None
 
 
 class ABTunerState(NamedTuple):
@@ -555,6 +562,7 @@ def ab_options(
     burn_in: Any,
     name: str = "AB",
     max_doublings: Any = 3,
+    initial_steps: Any = None,
 ) -> ABConfig:
     """Validate the AB kernels' options once for both adapters."""
     if variant not in AB_VARIANTS:
@@ -567,6 +575,8 @@ def ab_options(
         block_size = check_int(name, "block_size", block_size, minimum=1)
     if burn_in is not None:
         burn_in = check_int(name, "burn_in", burn_in, minimum=1)
+    if initial_steps is not None:
+        initial_steps = check_int(name, "initial_steps", initial_steps)
     max_doublings = check_int(name, "max_doublings", max_doublings)
     if max_doublings > 10:
         raise ValueError(f"{name}: max_doublings must be an int in [0, 10], got {max_doublings}.")
@@ -579,6 +589,7 @@ def ab_options(
         block_size=block_size,
         burn_in=burn_in,
         max_doublings=max_doublings,
+        initial_steps=initial_steps,
     )
 
 
@@ -739,6 +750,14 @@ def default_block_size(num_warmup: int, config: ABConfig) -> int:
     return int(max(20, min(100, num_warmup // 120)))
 
 
+def default_initial_steps(num_warmup: int, config: ABConfig) -> int:
+    """Steps of dual averaging on ``sigma`` before the search: ``config.initial_steps`` or a
+    quarter of the warmup, at most 500 (dual averaging settles in about a hundred steps)."""
+    if config.initial_steps is not None:
+        return min(config.initial_steps, num_warmup)
+    return min(num_warmup // 4, 500)
+
+
 def default_burn_in(num_warmup: int, config: ABConfig) -> int:
     """Steps of AB-1st before ``W`` is fitted: ``config.burn_in`` or half the warmup."""
     if config.burn_in is not None:
@@ -752,11 +771,13 @@ class ABWarmupPlan(NamedTuple):
     - **block_size** - steps per tuner probe.
     - **burn_in** - warmup steps whose proposal pairs fit ``W`` (0: no fit in this run).
     - **restart** - restart the tuner after the fit (only when tuning goes on after it).
+    - **initial_steps** - first warmup steps, dual averaging of ``sigma``.
     """
 
     block_size: int
     burn_in: int
     restart: bool
+    initial_steps: int = 0
 
 
 def ab_warmup_plan(
@@ -776,4 +797,5 @@ def ab_warmup_plan(
         )
     burn_in = default_burn_in(num_warmup, config) if fit_w and num_warmup > 0 else 0
     restart = adapt and 0 < burn_in < num_warmup
-    return ABWarmupPlan(default_block_size(num_warmup, config), burn_in, restart)
+    initial = default_initial_steps(num_warmup, config) if adapt else 0
+    return ABWarmupPlan(default_block_size(num_warmup - initial, config), burn_in, restart, initial)

@@ -199,6 +199,7 @@ class ABConstructor(KernelConstructor):
         block_size: int | None = None,
         burn_in: int | None = None,
         max_doublings: int = 3,
+        initial_steps: int | None = None,
         coupling: Any = None,
         exact_sites: Sequence[str] | str = "auto",
         alpha: float | None = None,
@@ -223,6 +224,7 @@ class ABConstructor(KernelConstructor):
             max_doublings,
             None if coupling is None else self._as_array(coupling),
             self._name,
+            initial_steps,
         )
         # AB-1st takes exact differences like DMALA; quadratic proposals need every gradient
         self._supports_auto_exact = not spec.quadratic
@@ -267,13 +269,18 @@ class ESHConstructor:
         model: Callable | None = None,
         *,
         potential_fn: Callable | None = None,
-        step_size: float = 0.1,
-        num_steps: int = 20,
+        step_size: float | None = None,
+        num_steps: int | None = None,
         exact: bool = True,
     ) -> None:
         if (model is None) == (potential_fn is None):
             raise ValueError(f"{self._name}: give exactly one of `model` or `potential_fn`.")
         spec = esh_spec(step_size, num_steps, exact)
         self._init_driver(model, potential_fn=potential_fn, spec=spec)
+
+    @property
+    def adaptation(self):
+        """The warmup adaptation's settings (:class:`discrete_kernels.esh.ESHAdaptation`)."""
+        return self._spec.adaptation
 
     _init_driver: Callable[..., None]  # the adapter's: keeps the model or potential and spec

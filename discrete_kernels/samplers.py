@@ -497,6 +497,7 @@ class ABAdaptState(NamedTuple):
     quadratic: Any
     next_step_size: Array
     next_balance: Array
+    dual_averaging: DualAveragingState
 
 
 @dataclass(frozen=True)
@@ -567,9 +568,12 @@ class ABSpec(SamplerSpec):
         xp = array_namespace(like)
         tuner = _ab.ab_tuner_init(self.config, like)
         tuning = self.adapt and num_warmup > 0
-        step_size, balance = _ab.ab_tuner_parameters(tuner, self.config, tuning)
+        initial = tuning and self.plan(num_warmup).initial_steps > 0
+        # the dual-averaging phase runs at (sigma, balance) of the config, not a probe
+        step_size, balance = _ab.ab_tuner_parameters(tuner, self.config, tuning and not initial)
+        dual = dual_averaging_init(step_size)
         if not self.quadratic:
-            return ABAdaptState(tuner, None, None, step_size, balance)
+            return ABAdaptState(tuner, None, None, step_size, balance, dual)
         stats = _ab.quadratic_stats_init(flat_dim, like)
         if self.coupling is None:  # AB-1st until W is fitted
             zeros = xp.zeros((flat_dim,), dtype=like.dtype)
@@ -579,7 +583,7 @@ class ABSpec(SamplerSpec):
         else:
             w = xp.asarray(self.coupling, dtype=like.dtype)
             quadratic = _ab.quadratic_from_coupling(w, self.config.variant, control.loop)
-        return ABAdaptState(tuner, stats, quadratic, step_size, balance)
+        return ABAdaptState(tuner, stats, quadratic, step_size, balance, dual)
 
     def parameters(self, adapt_state: ABAdaptState) -> StepParameters:
         return StepParameters(adapt_state.next_step_size, adapt_state.next_balance, True)
@@ -603,12 +607,41 @@ class ABSpec(SamplerSpec):
         config = self.config
         if self.adapt and num_warmup > 0:
 
+            def initial(state: ABAdaptState) -> ABAdaptState:
+                # DMALA's dual averaging of sigma; at its last step the search starts there
+                dual, step_size = step_size_adaptation_update(
+                    state.dual_averaging,
+                    params.step_size,
+                    info.accept_prob,
+                    index,
+                    plan.initial_steps,
+                    StepSizeAdaptation(),
+                    bounds=dlp_step_size_bounds(0.0),
+                )
+                last = index == plan.initial_steps - 1
+                xp = array_namespace(step_size)
+                sigma = xp.where(last, step_size, state.tuner.sigma)
+                tuner = state.tuner._replace(sigma=sigma, round_sigma=sigma)
+                probe_step, balance = _ab.ab_tuner_parameters(tuner, config, True)
+                return state._replace(
+                    tuner=tuner,
+                    dual_averaging=dual,
+                    next_step_size=xp.where(last, probe_step, step_size),
+                    next_balance=xp.where(last, balance, state.next_balance),
+                )
+
             def tune(state: ABAdaptState) -> ABAdaptState:
                 tuner = _ab.ab_tuner_update(state.tuner, info.jump, config, plan.block_size)
                 step_size, balance = _ab.ab_tuner_parameters(tuner, config, index + 1 < num_warmup)
                 return state._replace(tuner=tuner, next_step_size=step_size, next_balance=balance)
 
-            adapt_state = control.cond(index < num_warmup, tune, _same, adapt_state)
+            def search(state: ABAdaptState) -> ABAdaptState:
+                return control.cond(index < num_warmup, tune, _same, state)
+
+            if plan.initial_steps > 0:
+                adapt_state = control.cond(index < plan.initial_steps, initial, search, adapt_state)
+            else:
+                adapt_state = search(adapt_state)
         if plan.burn_in > 0:
 
             def collect(state: ABAdaptState) -> ABAdaptState:
@@ -772,10 +805,20 @@ def ab_spec(
     max_doublings: Any = 3,
     coupling: Any = None,
     name: str = "AB",
+    initial_steps: Any = None,
 ) -> ABSpec:
     """The spec of AB from its options (``coupling``: an array of the adapter's backend)."""
     config = _ab.ab_options(
-        variant, step_size, balance, rate, decay, block_size, burn_in, name, max_doublings
+        variant,
+        step_size,
+        balance,
+        rate,
+        decay,
+        block_size,
+        burn_in,
+        name,
+        max_doublings,
+        initial_steps,
     )
     adapt = check_bool(name, "adapt", adapt)
     if coupling is not None and variant == "1st":
@@ -784,7 +827,7 @@ def ab_spec(
 
 
 # ------------------------------------------------------------------------------------------
-# ESH: the continuous sampler (no adaptation, no accept/reject step)
+# ESH: the continuous sampler (step size and orbit length adapted in warmup, no MH step)
 
 
 class ESHChain(NamedTuple):
@@ -811,23 +854,60 @@ class ESHSpec:
     """Energy-sampling Hamiltonian dynamics (:mod:`discrete_kernels.esh`) for continuous
     sites, on the flat unconstrained vector.
 
-    A draw takes ``num_steps + 1`` uniforms and ``d`` normals (:meth:`noise_shapes`): the
-    normals give the fresh direction, one uniform per leapfrog step drives the reservoir and
-    the last places the start on the orbit (``exact``: ``floor(u (num_steps + 1))`` steps
-    integrated backward).
+    ``step_size`` and ``num_steps`` given: fixed. None (the default): adapted during warmup
+    (:func:`discrete_kernels.esh.esh_adapt_update`), from ``adaptation``'s initial values.
+
+    A draw takes ``max_steps`` uniforms (one per leapfrog step, for the reservoir), one more
+    that places the start on the orbit (``exact``: ``floor(u (N + 1))`` steps integrated
+    backward) and ``d`` normals for the fresh direction (:meth:`noise_shapes`).
     """
 
-    step_size: float = 0.1
-    num_steps: int = 20
+    step_size: float | None = None
+    num_steps: int | None = None
     exact: bool = True
+    adaptation: _esh.ESHAdaptation = _esh.ESHAdaptation()
     name: str = "ESH"
 
+    @property
+    def max_steps(self) -> int:
+        """Most leapfrog steps of a draw (the length of its reservoir uniforms)."""
+        return self.num_steps if self.num_steps is not None else self.adaptation.max_num_steps
+
     def noise_shapes(self, flat_dim: int) -> NoiseShapes:
-        return NoiseShapes(uniforms=((self.num_steps,), ()), num_normals=flat_dim)
+        return NoiseShapes(uniforms=((self.max_steps,), ()), num_normals=flat_dim)
 
     def init(self, x: Array, value_and_grad: Callable[[Array], tuple[Array, Array]]) -> ESHChain:
         log_density, grad = value_and_grad(x)
         return ESHChain(x, log_density, grad)
+
+    def adapt_init(self, x: Array) -> _esh.ESHAdaptState:
+        """Adaptation state of a chain at ``x`` (d,), at the given or initial values."""
+        xp = array_namespace(x)
+        step = self.adaptation.initial_step_size if self.step_size is None else self.step_size
+        steps = self.adaptation.initial_num_steps if self.num_steps is None else self.num_steps
+        return _esh.esh_adapt_init(xp.asarray(step, dtype=x.dtype), steps, x)
+
+    def adapt_update(
+        self,
+        state: _esh.ESHAdaptState,
+        info: ESHStepInfo,
+        x: Array,
+        index: Array,
+        num_warmup: int,
+    ) -> _esh.ESHAdaptState:
+        """The adaptation after draw ``index`` (0-based), which ended at ``x``."""
+        if num_warmup == 0 or (self.step_size is not None and self.num_steps is not None):
+            return state
+        return _esh.esh_adapt_update(
+            state,
+            info.hamiltonian_drift,
+            x,
+            index,
+            num_warmup,
+            self.adaptation,
+            adapt_step_size=self.step_size is None,
+            adapt_num_steps=self.num_steps is None,
+        )
 
     def step(
         self,
@@ -835,21 +915,28 @@ class ESHSpec:
         noise: StepNoise,
         value_and_grad: Callable[[Array], tuple[Array, Array]],
         loop: Callable | None = None,
+        adapt_state: _esh.ESHAdaptState | None = None,
     ) -> tuple[ESHChain, ESHStepInfo]:
-        """One draw: a trajectory from ``chain`` with the direction and offsets of ``noise``."""
+        """One draw: a trajectory from ``chain`` with the direction and offsets of ``noise``,
+        at the step size and number of steps of ``adapt_state`` (the fixed ones without)."""
         xp = array_namespace(chain.x)
         assert noise.normals is not None
         reservoir, offset = noise.uniforms
+        if adapt_state is None:
+            adapt_state = self.adapt_init(chain.x)
+        step_size, num_steps = adapt_state.step_size, adapt_state.num_steps
+        if self.num_steps is not None:
+            num_steps = self.num_steps  # a Python int: plain loops
         direction = _esh.unit_vector(xp.astype(noise.normals, chain.x.dtype))
         # uniform on 0..num_steps (the clip only guards u rounding up to 1 in float32)
-        backward = xp.astype(xp.floor(offset * (self.num_steps + 1)), xp.int32)
-        backward = xp.clip(backward, 0, self.num_steps)
+        backward = xp.astype(xp.floor(offset * (num_steps + 1)), xp.int32)
+        backward = xp.clip(backward, 0, num_steps)
         zero = xp.zeros((), dtype=chain.x.dtype)
         start = _esh.ESHState(chain.x, direction, zero, chain.log_density, chain.grad)
         sample, info = _esh.esh_trajectory(
             start,
-            self.step_size,
-            self.num_steps,
+            step_size,
+            num_steps,
             value_and_grad,
             reservoir,
             backward_steps=backward,
@@ -858,15 +945,18 @@ class ESHSpec:
         )
         stats = ESHStepInfo(
             info.hamiltonian_drift,
-            xp.asarray(self.step_size * self.num_steps, dtype=chain.x.dtype),
-            xp.asarray(self.num_steps, dtype=xp.int32),
+            xp.asarray(step_size * num_steps, dtype=chain.x.dtype),
+            xp.asarray(num_steps, dtype=xp.int32),
         )
         return ESHChain(sample.x, sample.log_density, sample.grad), stats
 
 
-def esh_spec(step_size: Any = 0.1, num_steps: Any = 20, exact: Any = True) -> ESHSpec:
-    """The spec of ESH from its options (every option checked here, for both adapters)."""
+def esh_spec(step_size: Any = None, num_steps: Any = None, exact: Any = True) -> ESHSpec:
+    """The spec of ESH from its options (every option checked here, for both adapters);
+    None: adapted during warmup."""
     name = "ESH"
-    step_size = check_number(name, "step_size", step_size)
-    num_steps = check_int(name, "num_steps", num_steps, minimum=1)
-    return ESHSpec(float(step_size), num_steps, check_bool(name, "exact", exact))
+    if step_size is not None:
+        step_size = float(check_number(name, "step_size", step_size))
+    if num_steps is not None:
+        num_steps = check_int(name, "num_steps", num_steps, minimum=1)
+    return ESHSpec(step_size, num_steps, check_bool(name, "exact", exact))

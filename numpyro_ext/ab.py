@@ -29,8 +29,9 @@ class AB(ABConstructor, DiscreteKernel):
     ``decay`` when a round changes nothing); they are frozen for sampling. The paper's search
     moves by at most a factor ``1 + rate`` per round of six blocks; here a direction that keeps
     winning doubles its exponent (``max_doublings``, see :class:`discrete_kernels.ABConfig`)
-    so the start ``(0.1, 0.5)`` is left in a few rounds. Still, give AB a longer warmup than
-    DMALA (a few thousand steps): each round costs six blocks.
+    so a start far from the optimum is left in a few rounds. Before the search, the first
+    quarter of the warmup (``initial_steps``) adapts ``step_size`` by DMALA's dual averaging,
+    so the search starts at the right scale and a warmup of a few hundred steps suffices.
 
     Statistics: ``step_size`` and ``balance`` of each draw's proposal; also ``accept_prob``,
     ``accepted``, ``hamming_distance``, ``potential_energy``.
@@ -54,6 +55,10 @@ class AB(ABConstructor, DiscreteKernel):
         twenty rounds, at least 20).
     max_doublings : int
         Expansion of the search while a direction keeps winning (3; 0 is the paper's rule).
+    initial_steps : int, optional
+        Warmup steps of dual averaging of ``step_size`` (acceptance 0.574 at the initial
+        balance) before the search; None: a quarter of the warmup, at most 500; 0: the
+        paper's search from ``step_size``.
     burn_in : int, optional
         Warmup steps whose proposals fit ``W`` (default half the warmup).
     coupling : array, optional

@@ -41,7 +41,7 @@ class ACS(ACSConstructor, DiscreteKernel):
 
     The cycle is tuned automatically during warmup (burn-in, EstimateAlpha for ``alpha_min``
     and ``alpha_max``, EstimateBalSched; see :mod:`discrete_kernels.acs`), one proposal per
-    warmup step; ``discrete_kernels.acs.tuning_steps(config)`` steps in all (200 with the
+    warmup step; ``discrete_kernels.acs.tuning_steps(config)`` steps in all (185 with the
     defaults). A warmup shorter than that ends the tuning early with a warning. Or pass
     ``alpha_max``, ``alpha_min`` and ``beta_schedule`` to skip the tuning.
 
@@ -56,12 +56,17 @@ class ACS(ACSConstructor, DiscreteKernel):
     target_accept_prob : float
         ``rho*`` of the tuning (0.5).
     alpha_floor, alpha_ceil : float
-        Search range of the step sizes (0.05 and 5).
+        Where the searches for ``alpha_min`` and ``alpha_max`` start (0.05 and 5; the
+        ``alpha_max`` search starts at ``(S - 1)^2`` instead for an ordinal site with more
+        values). The default range search leaves them as far as the target needs (within
+        :func:`discrete_kernels.adaptation.dlp_step_size_bounds`); the paper's search stays
+        between them.
     alpha_max, alpha_min, beta_schedule : optional
         An explicit cycle (all three), used as given.
     tuning : dict, optional
-        Other :class:`discrete_kernels.acs.ACSConfig` fields (burn-in lengths, candidates per
-        round, rounds, learning rate).
+        Other :class:`discrete_kernels.acs.ACSConfig` fields: ``search`` (``"range"``, the
+        default, or ``"paper"`` for Alg. 4 as written), ``expansion`` (4), burn-in lengths,
+        candidates per round, rounds, learning rate (``"paper"`` only).
     """
 
     _state_cls = ACSState

@@ -36,7 +36,9 @@ class ESHState(NamedTuple):
       integration-error diagnostic (large values: lower ``step_size``);
     - **trajectory_length** - distance travelled, ``step_size * num_steps``;
     - **num_grad_evals** - gradient evaluations of this draw;
-    - **rng_key**.
+    - **rng_key**;
+    - **adapt_state** - the step size and orbit length of the next draw, and what their
+      warmup adaptation needs (:class:`discrete_kernels.esh.ESHAdaptState`).
     """
 
     i: jax.Array
@@ -47,6 +49,7 @@ class ESHState(NamedTuple):
     trajectory_length: jax.Array
     num_grad_evals: jax.Array
     rng_key: jax.Array
+    adapt_state: Any = None
 
 
 def _flat_value_and_grad(potential_fn: Callable, unravel: Callable) -> Callable:
@@ -83,11 +86,15 @@ class ESH(ESHConstructor, MCMCKernel):
     potential_fn : callable, optional
         Instead of a model: ``potential_fn(z) = -log density`` on a pytree of real arrays
         (``init_params`` in ``MCMC.run`` required).
-    step_size : float
+    step_size : float, optional
         Leapfrog step in the time-scaled coordinates: each step moves ``x`` by exactly this
-        distance (0.1, the paper's value).
-    num_steps : int
-        Leapfrog steps (gradient evaluations) per draw (20).
+        distance. None (default): adapted during warmup from 0.1 (the paper's value) so that
+        the squared Hamiltonian error per dimension and step is about 1e-2
+        (:class:`discrete_kernels.esh.ESHAdaptation`); fixed afterwards.
+    num_steps : int, optional
+        Leapfrog steps (gradient evaluations) per draw. None (default): 20 at first, then
+        ``sqrt(sum_i Var(x_i)) / step_size`` (from 20 to 100), the posterior's scale
+        estimated from the chain's warmup draws, set at half of the warmup and at its end.
     exact : bool
         The exact orbit weighting (default) or the paper's reservoir.
     """
@@ -105,6 +112,7 @@ class ESH(ESHConstructor, MCMCKernel):
         self._inv_transforms = None
         self._dynamic_support = False
         self._sample_fn = None
+        self._num_warmup = 0
 
     # ---------------------------------------------------------------- PPL protocol
 
@@ -213,11 +221,22 @@ class ESH(ESHConstructor, MCMCKernel):
             key_state, key_init = random.split(rng_key)
             z = self._init_params(key_init, model_args, model_kwargs, init_params)
 
+        self._num_warmup = int(num_warmup)
+
         def init_one(key, z):
             pe, grad = jax.value_and_grad(self.get_potential_fn(model_args, model_kwargs))(z)
             zero = jnp.zeros((), dtype=pe.dtype)
+            adapt = self._spec.adapt_init(ravel_pytree(z)[0])
             return ESHState(
-                jnp.zeros((), jnp.int32), z, pe, grad, zero, zero, jnp.zeros((), jnp.int32), key
+                jnp.zeros((), jnp.int32),
+                z,
+                pe,
+                grad,
+                zero,
+                zero,
+                jnp.zeros((), jnp.int32),
+                key,
+                adapt,
             )
 
         if vectorized:
@@ -256,7 +275,11 @@ class ESH(ESHConstructor, MCMCKernel):
         shapes = self._spec.noise_shapes(flat.shape[0])
         rng_key, noise = self._draw_noise(state.rng_key, shapes, state.i)
         chain = ESHChain(flat, -state.potential_energy, -flat_grad)
-        chain, info = self._spec.step(chain, noise, value_and_grad, loop=_fori)
+        adapt = state.adapt_state
+        if adapt is None:  # a state built by hand, without the adaptation
+            adapt = self._spec.adapt_init(flat)
+        chain, info = self._spec.step(chain, noise, value_and_grad, loop=_fori, adapt_state=adapt)
+        adapt = self._spec.adapt_update(adapt, info, chain.x, state.i, self._num_warmup)
         return ESHState(
             i=state.i + 1,
             z=unravel(chain.x),
@@ -266,6 +289,7 @@ class ESH(ESHConstructor, MCMCKernel):
             trajectory_length=info.trajectory_length,
             num_grad_evals=info.num_grad_evals,
             rng_key=rng_key,
+            adapt_state=adapt,
         )
 
 

@@ -12,6 +12,7 @@ from pyro.infer.mcmc.util import initialize_model
 from pyro.ops.integrator import potential_grad
 
 from discrete_kernels.constructors import ESHConstructor
+from discrete_kernels.esh import ESHAdaptState
 from discrete_kernels.samplers import ESHChain, ESHSpec, ESHStepInfo, NoiseShapes, StepNoise
 
 from ._target import discrete_sites, trace_model
@@ -26,10 +27,11 @@ class ESH(ESHConstructor, MCMCKernel):
     """Energy-sampling Hamiltonian dynamics for Pyro's continuous sites (in their
     unconstrained space, through ``kernel.transforms`` like ``HMC``).
 
-    Options and behaviour as :class:`numpyro_ext.ESH`: ``step_size`` (0.1), ``num_steps``
-    (20) leapfrog steps per draw, ``exact=True`` for the exactly invariant orbit weighting
-    (``False``: the paper's reservoir). Per-draw statistics ``hamiltonian_drift``,
-    ``trajectory_length``, ``num_grad_evals`` and ``lp`` are in
+    Options and behaviour as :class:`numpyro_ext.ESH`: ``step_size`` and ``num_steps``
+    leapfrog steps per draw (None: adapted during warmup, from 0.1 and 20), ``exact=True`` for
+    the exactly invariant orbit weighting (``False``: the paper's reservoir). Per-draw
+    statistics ``hamiltonian_drift``, ``trajectory_length``, ``num_grad_evals`` and ``lp`` are
+    in
     ``diagnostics()["sample_stats"]`` (and :func:`pyro_ext.to_arviz`). Works as a block of
     :class:`pyro_ext.Gibbs`.
     """
@@ -44,6 +46,7 @@ class ESH(ESHConstructor, MCMCKernel):
         self._initial_params: dict | None = None
         self._stats: dict = {name: [] for name in STAT_NAMES}
         self._warmup_steps = 0
+        self._adapt_state: ESHAdaptState | None = None
         self.clear_cache()
 
     @property
@@ -57,6 +60,7 @@ class ESH(ESHConstructor, MCMCKernel):
     def setup(self, warmup_steps: int, *args, **kwargs) -> None:
         self._warmup_steps = int(warmup_steps)
         self._stats = {name: [] for name in STAT_NAMES}
+        self._adapt_state = None  # built at the first draw, on its flat vector
         if self.model is not None:
             discrete = discrete_sites(trace_model(self.model, args, kwargs))
             if discrete:
@@ -126,7 +130,15 @@ class ESH(ESHConstructor, MCMCKernel):
             chain = self._spec.init(flat, value_and_grad)
         index = len(self._stats["lp"])
         noise = self._draw_noise(self._spec.noise_shapes(flat.shape[0]), index, flat)
-        chain, info = self._spec.step(chain, noise, value_and_grad)
+        if self._adapt_state is None:
+            self._adapt_state = self._spec.adapt_init(flat)
+        adapt = self._adapt_state
+        if self._spec.num_steps is None:  # a Python count for the Python loop
+            adapt = adapt._replace(num_steps=int(adapt.num_steps))
+        chain, info = self._spec.step(chain, noise, value_and_grad, adapt_state=adapt)
+        self._adapt_state = self._spec.adapt_update(
+            self._adapt_state, info, chain.x, torch.tensor(index), self._warmup_steps
+        )
         self._cached = chain
         for name, value in (*zip(info._fields, info), ("lp", chain.log_density)):
             self._stats[name].append(float(value))

@@ -134,3 +134,54 @@ def test_acs_defaults_on_a_categorical_chain_match_enumeration():
     assert_mc_close(one_hot, exact)
     alpha = _tuned_alpha(kernel, mcmc)
     assert np.all(np.isfinite(alpha)) and alpha[-1] <= alpha[0]
+
+
+def test_ab_starts_its_search_at_the_dual_averaging_step_size():
+    # 3x3 Ising: with 300 warmup steps AB's search starts from DMALA's step size, where the
+    # paper's start (sigma = 0.1, initial_steps=0) is still climbing when warmup ends
+    from .test_moments import _ising_exact, ising_model
+
+    mean_s, _, _ = _ising_exact()
+    sigmas = {}
+    for name, options in (("default", {}), ("paper", {"initial_steps": 0})):
+        kernel = nx.AB(ising_model, **options)
+        mcmc = _run(kernel, None, num_warmup=300, num_samples=2000, extra_fields=("step_size",))
+        sigmas[name] = float(np.median(np.asarray(mcmc.get_extra_fields()["step_size"])))
+        x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"], np.float64)
+        assert_mc_close(2.0 * x - 1.0, mean_s)
+    dmala = nx.DMALA(ising_model)
+    mcmc = _run(dmala, None, num_warmup=300, num_samples=10, extra_fields=("step_size",))
+    dmala_step = float(np.median(np.asarray(mcmc.get_extra_fields()["step_size"])))
+    assert dmala_step / 3 < sigmas["default"] < dmala_step * 3, (sigmas, dmala_step)
+    assert sigmas["paper"] < sigmas["default"] / 2, sigmas
+
+
+def test_esh_defaults_adapt_the_step_size_and_orbit_length():
+    # a wide, correlated 2-D Gaussian: sd 10 along (1, 1), 1 across; ESH's fixed default
+    # orbit (0.1 x 20 = length 2) would need many draws to cross it
+    cov = np.array([[50.5, 49.5], [49.5, 50.5]])
+    precision = jnp.asarray(np.linalg.inv(cov))
+
+    def potential(z):
+        return 0.5 * z @ precision @ z
+
+    kernel = nx.ESH(potential_fn=potential)
+    mcmc = _run(
+        kernel,
+        jnp.zeros((2, 2)),
+        num_warmup=200,
+        num_samples=1000,
+        extra_fields=("num_grad_evals", "trajectory_length", "hamiltonian_drift"),
+    )
+    fields = mcmc.get_extra_fields()
+    steps = np.asarray(fields["num_grad_evals"])
+    step_size = np.asarray(fields["trajectory_length"]) / steps
+    # sqrt(sum Var) = sqrt(101) = 10: orbit length about 10, so far more than 0.1 x 20
+    assert np.all(np.asarray(fields["trajectory_length"]) > 4.0)
+    xi = np.asarray(fields["hamiltonian_drift"]) ** 2 / (2 * steps)
+    target = kernel.adaptation.target_energy_error
+    assert target / 10 < np.median(xi) < target * 10, np.median(xi)
+    assert np.all(step_size > 0.1)
+    z = np.asarray(mcmc.get_samples(group_by_chain=True), np.float64)
+    assert_mc_close(z, np.zeros(2))
+    assert_mc_close(z[..., 0] * z[..., 1], np.float64(49.5))

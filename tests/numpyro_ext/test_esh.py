@@ -66,6 +66,9 @@ def mixture_model():
     numpyro.sample("x", mix)
 
 
+# behind slow for the default run's time (13 s): the correlated-Gaussian and default-settings
+# moment tests, and the core's exact-invariance tests of the orbit kernel, run by default
+@pytest.mark.slow
 def test_two_dimensional_mixture_moments():
     mcmc = MCMC(
         nx.ESH(mixture_model, step_size=0.3, num_steps=10),

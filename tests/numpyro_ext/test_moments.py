@@ -125,8 +125,8 @@ def test_several_site_types_in_plates(kernel_cls):
     mcmc = MCMC(
         # the gradient path on every ordinal site (exact_sites="auto" would switch the small k)
         kernel_cls(several_sites_model, exact_sites=[]),
-        num_warmup=500,
-        num_samples=2500,
+        num_warmup=300,
+        num_samples=1500,
         num_chains=2,
         chain_method="vectorized",
         progress_bar=False,

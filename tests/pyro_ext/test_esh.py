@@ -93,3 +93,16 @@ def test_esh_errors():
         px.ESH(correlated_model, num_steps=0)
     with pytest.raises(ValueError, match=r"discrete latent sites \['z'\].*Gibbs"):
         _run(px.ESH(mixed_model), 2, 1, torch.tensor([0.3, 1.1, 0.8]))
+
+
+def test_default_step_size_is_adapted_in_warmup():
+    # the Pyro driver runs the same adaptation as NumPyro's (core esh_adapt_update)
+    kernel = px.ESH(correlated_model)
+    mcmc = _run(kernel, 60, 30)
+    stats = px.to_arviz(mcmc).sample_stats
+    step_size = stats["trajectory_length"].values / stats["num_grad_evals"].values
+    assert np.all(step_size == step_size.flat[0])  # frozen after warmup
+    assert abs(float(step_size.flat[0]) - 0.1) > 0.05  # moved from the start
+    assert np.all(stats["num_grad_evals"].values >= 20)
+    x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
+    assert_mc_close(x, MEAN.numpy())

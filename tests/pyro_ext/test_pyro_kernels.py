@@ -128,8 +128,8 @@ def several_sites_model():
     )
 
 
-# GWG (one coordinate per step, 3,000 draws) costs a minute: behind slow; its Pyro driver is
-# the DMALA one (tests/test_adapter_parity.py compares both with NumPyro step by step)
+# GWG (one coordinate per step) costs a minute: behind slow; its Pyro driver is the DMALA
+# one (tests/test_adapter_parity.py compares both with NumPyro step by step)
 @pytest.mark.parametrize("kernel_cls", [px.DMALA, pytest.param(px.GWG, marks=pytest.mark.slow)])
 def test_several_site_types_in_plates(kernel_cls):
     one_hot = [torch.nn.functional.one_hot(torch.tensor(h), 3).float() for h in range(3)]
@@ -151,7 +151,8 @@ def test_several_site_types_in_plates(kernel_cls):
         for st, p in zip(states, probs)
     )
     # the gradient path on every ordinal site (exact_sites="auto" would switch the small k)
-    mcmc = _run(kernel_cls(several_sites_model, exact_sites=[]), 1800, 300)
+    # 1,000 draws (the check's tolerance follows the ESS) keep the default run short
+    mcmc = _run(kernel_cls(several_sites_model, exact_sites=[]), 1000, 150)
     smp = mcmc.get_samples(group_by_chain=True)
     assert np.all(smp["k"].numpy() <= np.array([2, 3]))
     np.testing.assert_array_equal(smp["h"].sum(-1).numpy(), 1.0)
