@@ -22,7 +22,8 @@ from .test_moments import _ising_exact, ising_model, mixed_model
     "variant",
     # shift and max differ from trace only in the D solver, tested in tests/core
     [
-        "1st",
+        # AB-1st's moments with its defaults run in test_defaults.py (3x3 Ising, 2 chains)
+        pytest.param("1st", marks=pytest.mark.slow),
         "trace",
         pytest.param("shift", marks=pytest.mark.slow),
         pytest.param("max", marks=pytest.mark.slow),

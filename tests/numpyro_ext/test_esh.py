@@ -32,7 +32,7 @@ def test_correlated_gaussian_and_constrained_site_moments():
     mcmc = MCMC(
         nx.ESH(correlated_model, step_size=0.3, num_steps=10),
         num_warmup=100,
-        num_samples=2000,
+        num_samples=1000,
         num_chains=2,
         chain_method="vectorized",
         progress_bar=False,

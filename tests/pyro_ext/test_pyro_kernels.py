@@ -70,12 +70,13 @@ def _run(kernel, num_samples, warmup, *args, num_chains=1, seed=0):
     return mcmc
 
 
-# Pyro GWG runs the DMALA driver with GWG's core spec, which the core stationarity tests and
-# tests/test_adapter_parity.py (step by step against NumPyro) cover: its run is behind slow
+# Pyro DMALA and GWG run the driver that tests/test_adapter_parity.py compares with NumPyro's
+# step by step (and DMALA's moments run by default in test_several_site_types_in_plates):
+# their Ising runs are behind slow; DiscreteGibbs, Pyro's own, runs by default
 @pytest.mark.parametrize(
     ("kernel_cls", "num_samples"),
     [
-        (px.DMALA, 4000),
+        pytest.param(px.DMALA, 4000, marks=pytest.mark.slow),
         pytest.param(px.GWG, 4000, marks=pytest.mark.slow),
         (px.DiscreteGibbs, 800),
     ],
