@@ -213,7 +213,7 @@ def changepoint_exact():
 def _numpyro_changepoint(exact_sites):
     dmala = nx.DMALA(n_changepoint_model, exact_sites=exact_sites)
     kernel = NGibbs([(dmala, discrete_latent_sites), (NNUTS(n_changepoint_model), None)])
-    mcmc = NMCMC(kernel, num_warmup=300, num_samples=3000, progress_bar=False)
+    mcmc = NMCMC(kernel, num_warmup=300, num_samples=1500, progress_bar=False)
     mcmc.run(jax.random.key(2), CP_COUNTS, init_params={"tau": jnp.asarray(CP_T - 5)})
     tau = np.asarray(mcmc.get_samples(group_by_chain=True)["tau"], np.float64)
     return np.stack([tau, tau**2], -1)

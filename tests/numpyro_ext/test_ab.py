@@ -117,6 +117,10 @@ def test_known_coupling_skips_the_burn_in_and_arviz_has_the_statistics():
     assert np.allclose(idata.sample_stats["step_size"], 1.0)
 
 
+# behind slow for the default run's time (10 s): the one driver runs every kernel inside
+# Gibbs the same way (test_mixed_model_with_gibbs_and_nuts and the composite protocol test
+# run by default), and AB's step has its own moment tests
+@pytest.mark.slow
 def test_ab_as_gibbs_block_matches_exact_posterior():
     y = jnp.array([0.3, 1.1, 0.8])
     mean_z, mean_mu, second_mu = mixed_model_exact(y)

@@ -70,6 +70,8 @@ def test_short_warmup_warns():
         mcmc.run(jax.random.key(0))
 
 
+# behind slow for the default run's time (9 s): as AB's Gibbs-block test
+@pytest.mark.slow
 def test_acs_as_gibbs_block_matches_exact_posterior():
     y = jnp.array([0.3, 1.1, 0.8])
     mean_z, mean_mu, second_mu = mixed_model_exact(y)
