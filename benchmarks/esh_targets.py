@@ -160,13 +160,9 @@ def run_esh(log_density, x0, num_draws, key, step_size=0.1, num_steps=10):
     return states, np.broadcast_to(grads, states.shape[:2])
 
 
-def run_esh_adapted(log_density, x0, budget, key, num_warmup=ESH_WARMUP):
-    """ESH with its defaults: step size and orbit length adapted in ``num_warmup`` draws,
-    whose gradients count in the budget (the warmup draws are part of the curve)."""
-    kernel = nx.ESH(potential_fn=lambda z: -log_density(z["x"]))
-    first = kernel.adaptation.initial_num_steps
-    # enough draws for the budget even at the shortest orbit the adaptation allows
-    num_samples = max(budget // first + 1 - num_warmup, 1)
+def run_with_warmup(kernel, x0, num_warmup, num_samples, key, grads_field):
+    """Warmup draws (kept) then sampling draws of vectorized chains, with the gradient
+    evaluations per chain up to each draw from the per-draw statistic ``grads_field``."""
     mcmc = MCMC(
         kernel,
         num_warmup=num_warmup,
@@ -175,38 +171,32 @@ def run_esh_adapted(log_density, x0, budget, key, num_warmup=ESH_WARMUP):
         chain_method="vectorized",
         progress_bar=False,
     )
-    fields = ("num_grad_evals",)
-    mcmc.warmup(key, init_params={"x": x0}, collect_warmup=True, extra_fields=fields)
-    warm = np.asarray(mcmc.get_samples(group_by_chain=True)["x"])
-    warm_grads = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["num_grad_evals"])
-    mcmc.run(jax.random.fold_in(key, 1), extra_fields=fields)
-    states = np.concatenate([warm, np.asarray(mcmc.get_samples(group_by_chain=True)["x"])], 1)
-    grads = np.concatenate(
-        [warm_grads, np.asarray(mcmc.get_extra_fields(group_by_chain=True)["num_grad_evals"])], 1
-    )
-    return states, np.cumsum(grads, axis=1)
+    key_warm, key_run = jax.random.split(key)
+    fields = (grads_field,)
+    mcmc.warmup(key_warm, init_params={"x": x0}, collect_warmup=True, extra_fields=fields)
+    warm_x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"])
+    warm_grads = np.asarray(mcmc.get_extra_fields(group_by_chain=True)[grads_field])
+    mcmc.run(key_run, extra_fields=fields)
+    run_x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"])
+    run_grads = np.asarray(mcmc.get_extra_fields(group_by_chain=True)[grads_field])
+    states = np.concatenate([warm_x, run_x], axis=1)
+    grads = np.cumsum(np.concatenate([warm_grads, run_grads], axis=1), axis=1)
+    return states, grads
+
+
+def run_esh_adapted(log_density, x0, budget, key, num_warmup=ESH_WARMUP):
+    """ESH with its defaults: step size and orbit length adapted in ``num_warmup`` draws,
+    whose gradients count in the budget (the warmup draws are part of the curve)."""
+    kernel = nx.ESH(potential_fn=lambda z: -log_density(z["x"]))
+    first = kernel.adaptation.initial_num_steps
+    # enough draws for the budget even at the shortest orbit the adaptation allows
+    num_samples = max(budget // first + 1 - num_warmup, 1)
+    return run_with_warmup(kernel, x0, num_warmup, num_samples, key, "num_grad_evals")
 
 
 def run_nuts(log_density, x0, num_draws, key, num_warmup=200):
     kernel = NUTS(potential_fn=lambda z: -log_density(z["x"]))
-    mcmc = MCMC(
-        kernel,
-        num_warmup=num_warmup,
-        num_samples=num_draws,
-        num_chains=x0.shape[0],
-        chain_method="vectorized",
-        progress_bar=False,
-    )
-    key_warm, key_run = jax.random.split(key)
-    mcmc.warmup(key_warm, init_params={"x": x0}, collect_warmup=True, extra_fields=("num_steps",))
-    warm_x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"])
-    warm_steps = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["num_steps"])
-    mcmc.run(key_run, extra_fields=("num_steps",))
-    run_x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"])
-    run_steps = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["num_steps"])
-    states = np.concatenate([warm_x, run_x], axis=1)
-    grads = np.cumsum(np.concatenate([warm_steps, run_steps], axis=1), axis=1)
-    return states, grads
+    return run_with_warmup(kernel, x0, num_warmup, num_draws, key, "num_steps")
 
 
 def run_langevin(log_density, x0, num_draws, key, step_size=0.1, adjusted=True):

@@ -214,7 +214,6 @@ def _alpha_candidate(state: ACSTunerState, config: ACSConfig, maximum: bool) -> 
     xp = array_namespace(state.alpha_min)
     t = config.num_candidates
     index = state.count % t
-    gap = xp.abs(config.target_accept_prob - state.rho)
     if config.search == "range":
         bound = state.alpha_max if maximum else state.alpha_min
         fraction = xp.astype(index, bound.dtype) / (t - 1) if t > 1 else xp.ones_like(bound)
@@ -228,6 +227,7 @@ def _alpha_candidate(state: ACSTunerState, config: ACSConfig, maximum: bool) -> 
         low = xp.asarray(dlp_step_size_bounds(0.0)[0], dtype=bound.dtype)
         candidate = xp.where(state.bracketed, narrow, expand)
         return xp.minimum(xp.maximum(candidate, low), state.alpha_limit)
+    gap = xp.abs(config.target_accept_prob - state.rho)
     if maximum:
         bound = state.alpha_max
         proposal = bound * (1 - config.learning_rate * gap)

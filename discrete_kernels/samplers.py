@@ -490,6 +490,9 @@ class ABAdaptState(NamedTuple):
       which is exactly AB-1st; None for AB-1st).
     - **next_step_size**, **next_balance** - step size and balance of the next proposal (a
       probe during warmup, the tuned values after).
+    - **dual_averaging** - of ``log step_size`` in the warmup's first phase
+      (``initial_steps``); **max_step_size** - its upper bound
+      (:func:`discrete_kernels.adaptation.dlp_step_size_bounds` of the sites).
     """
 
     tuner: _ab.ABTunerState
@@ -498,6 +501,7 @@ class ABAdaptState(NamedTuple):
     next_step_size: Array
     next_balance: Array
     dual_averaging: DualAveragingState
+    max_step_size: Array
 
 
 @dataclass(frozen=True)
@@ -572,8 +576,10 @@ class ABSpec(SamplerSpec):
         # the dual-averaging phase runs at (sigma, balance) of the config, not a probe
         step_size, balance = _ab.ab_tuner_parameters(tuner, self.config, tuning and not initial)
         dual = dual_averaging_init(step_size)
+        scale = 0.0 if sites is None else domain_step_scale(sites.domains)
+        high = xp.asarray(dlp_step_size_bounds(scale)[1], dtype=like.dtype)
         if not self.quadratic:
-            return ABAdaptState(tuner, None, None, step_size, balance, dual)
+            return ABAdaptState(tuner, None, None, step_size, balance, dual, high)
         stats = _ab.quadratic_stats_init(flat_dim, like)
         if self.coupling is None:  # AB-1st until W is fitted
             zeros = xp.zeros((flat_dim,), dtype=like.dtype)
@@ -583,7 +589,7 @@ class ABSpec(SamplerSpec):
         else:
             w = xp.asarray(self.coupling, dtype=like.dtype)
             quadratic = _ab.quadratic_from_coupling(w, self.config.variant, control.loop)
-        return ABAdaptState(tuner, stats, quadratic, step_size, balance, dual)
+        return ABAdaptState(tuner, stats, quadratic, step_size, balance, dual, high)
 
     def parameters(self, adapt_state: ABAdaptState) -> StepParameters:
         return StepParameters(adapt_state.next_step_size, adapt_state.next_balance, True)
@@ -616,7 +622,7 @@ class ABSpec(SamplerSpec):
                     index,
                     plan.initial_steps,
                     StepSizeAdaptation(),
-                    bounds=dlp_step_size_bounds(0.0),
+                    bounds=(dlp_step_size_bounds(0.0)[0], state.max_step_size),
                 )
                 last = index == plan.initial_steps - 1
                 xp = array_namespace(step_size)
@@ -914,16 +920,14 @@ class ESHSpec:
         chain: ESHChain,
         noise: StepNoise,
         value_and_grad: Callable[[Array], tuple[Array, Array]],
+        adapt_state: _esh.ESHAdaptState,
         loop: Callable | None = None,
-        adapt_state: _esh.ESHAdaptState | None = None,
     ) -> tuple[ESHChain, ESHStepInfo]:
         """One draw: a trajectory from ``chain`` with the direction and offsets of ``noise``,
-        at the step size and number of steps of ``adapt_state`` (the fixed ones without)."""
+        at the step size and number of steps of ``adapt_state`` (:meth:`adapt_init`)."""
         xp = array_namespace(chain.x)
         assert noise.normals is not None
         reservoir, offset = noise.uniforms
-        if adapt_state is None:
-            adapt_state = self.adapt_init(chain.x)
         step_size, num_steps = adapt_state.step_size, adapt_state.num_steps
         if self.num_steps is not None:
             num_steps = self.num_steps  # a Python int: plain loops

@@ -49,7 +49,7 @@ class ESHState(NamedTuple):
     trajectory_length: jax.Array
     num_grad_evals: jax.Array
     rng_key: jax.Array
-    adapt_state: Any = None
+    adapt_state: Any
 
 
 def _flat_value_and_grad(potential_fn: Callable, unravel: Callable) -> Callable:
@@ -276,9 +276,7 @@ class ESH(ESHConstructor, MCMCKernel):
         rng_key, noise = self._draw_noise(state.rng_key, shapes, state.i)
         chain = ESHChain(flat, -state.potential_energy, -flat_grad)
         adapt = state.adapt_state
-        if adapt is None:  # a state built by hand, without the adaptation
-            adapt = self._spec.adapt_init(flat)
-        chain, info = self._spec.step(chain, noise, value_and_grad, loop=_fori, adapt_state=adapt)
+        chain, info = self._spec.step(chain, noise, value_and_grad, adapt, loop=_fori)
         adapt = self._spec.adapt_update(adapt, info, chain.x, state.i, self._num_warmup)
         return ESHState(
             i=state.i + 1,

@@ -31,8 +31,7 @@ class ESH(ESHConstructor, MCMCKernel):
     leapfrog steps per draw (None: adapted during warmup, from 0.1 and 20), ``exact=True`` for
     the exactly invariant orbit weighting (``False``: the paper's reservoir). Per-draw
     statistics ``hamiltonian_drift``, ``trajectory_length``, ``num_grad_evals`` and ``lp`` are
-    in
-    ``diagnostics()["sample_stats"]`` (and :func:`pyro_ext.to_arviz`). Works as a block of
+    in ``diagnostics()["sample_stats"]`` (and :func:`pyro_ext.to_arviz`). Works as a block of
     :class:`pyro_ext.Gibbs`.
     """
 
@@ -135,9 +134,13 @@ class ESH(ESHConstructor, MCMCKernel):
         adapt = self._adapt_state
         if self._spec.num_steps is None:  # a Python count for the Python loop
             adapt = adapt._replace(num_steps=int(adapt.num_steps))
-        chain, info = self._spec.step(chain, noise, value_and_grad, adapt_state=adapt)
+        chain, info = self._spec.step(chain, noise, value_and_grad, adapt)
         self._adapt_state = self._spec.adapt_update(
-            self._adapt_state, info, chain.x, torch.tensor(index), self._warmup_steps
+            self._adapt_state,
+            info,
+            chain.x,
+            torch.tensor(index, device=flat.device),
+            self._warmup_steps,
         )
         self._cached = chain
         for name, value in (*zip(info._fields, info), ("lp", chain.log_density)):
