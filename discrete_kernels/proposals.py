@@ -27,6 +27,7 @@ from ._xp import (
     log_sigmoid,
     log_softmax,
     masked_sum,
+    sigmoid,
 )
 from .domains import Binary, Categorical, Domain, Ordinal
 
@@ -222,8 +223,9 @@ def dlp_leaf_sample(domain: Domain, x: Array, logits: Array, uniform: Array) -> 
     """
     xp = array_namespace(logits)
     if isinstance(domain, Binary):
-        # flip when u < sigmoid(logit), i.e. log u < log_sigmoid(logit)
-        flip = xp.log(uniform) < log_sigmoid(logits)
+        # P(u < sigmoid(l)) = sigmoid(l); no log of u, and exp(-|l|) is shared with the
+        # log_sigmoid of dlp_leaf_log_prob under jit
+        flip = uniform < sigmoid(logits)
         return xp.where(flip, 1 - x, x)
     index = categorical_from_uniform(logits, uniform)
     return xp.astype(index + domain.low, x.dtype)

@@ -43,6 +43,7 @@ from discrete_kernels.samplers import (
     check_preconditioners,
 )
 
+from . import _sharding
 from ._target import (
     EXACT,
     GRADIENT,
@@ -156,6 +157,11 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
 
     _domain_hint = "a pytree of them matching init_params"
 
+    #: ``chain_method="vectorized"`` splits the chains over all local devices (JAX's
+    #: sharding API) when their number is a multiple of the device count; set False on an
+    #: instance to keep them on the default device.
+    shard_chains: bool = True
+
     def _init_ppl(self) -> None:
         # static metadata resolved at `init`
         self._specs: tuple[LeafSpec, ...] = ()
@@ -167,6 +173,7 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         self._has_deterministic = False
         self._num_warmup = 0
         self._sample_fn: Callable | None = None
+        self._replicated: Any = None  # set when vectorised chains are split over devices
 
     def _as_array(self, value: Any) -> Any:
         return jnp.asarray(value, dtype=jnp.result_type(float))
@@ -561,6 +568,7 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
                 state = jax.vmap(lambda k: init_one(k, None))(rng_key)
             else:
                 state = jax.vmap(init_one)(rng_key, init_params)
+            state, self._replicated = _sharding.shard_chains(state, self._name, self.shard_chains)
         else:
             state = init_one(rng_key, init_params)
         if not isinstance(state.potential_energy, jax.core.Tracer):
@@ -577,6 +585,7 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         owner, sites = self._name, [s.name for s in self._specs]
         batch = jax.vmap if vectorized else (lambda f, **_: f)
         step = batch(self._step_one, in_axes=(0, None, None))
+        replicated = self._replicated if vectorized else None
 
         def warn(num_moves):
             frozen = [int(c) for c in np.flatnonzero(np.ravel(np.asarray(num_moves)) == 0)]
@@ -594,11 +603,14 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
             )(state.adapt_state, info, params)
             new = new._replace(adapt_state=adapt)
             if num_warmup >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
+                moves = new.num_moves
+                if replicated is not None:  # the host callback reads it from one device
+                    moves = jax.lax.with_sharding_constraint(moves, replicated)
                 jax.lax.cond(
                     index + 1 == num_warmup,
                     lambda moves: jax.debug.callback(warn, moves),
                     lambda moves: None,
-                    new.num_moves,
+                    moves,
                 )
             return new
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -54,6 +53,7 @@ from discrete_kernels.esh import log_mean_exp_with_error
 from discrete_kernels.samplers import ACSSpec, SamplerSpec, Sites, StepParameters
 from discrete_kernels.validation import check_int
 
+from . import _sharding
 from .base import JAX_CONTROL, DiscreteKernel, draw_noise
 
 __all__ = [
@@ -672,27 +672,6 @@ def _make_update(
     return jax.jit(run, static_argnums=5)
 
 
-def _chain_sharding(batch_size: int, num_chains: int) -> Any:
-    """With several local devices, a sharding that splits the leading (chain) axis over all of
-    them (JAX's sharding API; the rest of the computation follows it); None with one device.
-    Both the batch and the chains must divide evenly, or training stays on one device (with a
-    warning)."""
-    devices = jax.local_devices()
-    if len(devices) < 2:
-        return None
-    if batch_size % len(devices) or num_chains % len(devices):
-        warnings.warn(
-            f"train: batch_size={batch_size} and the number of chains ({num_chains}) must be "
-            f"multiples of the {len(devices)} local devices to be split across them; training "
-            "on one device.",
-            stacklevel=3,
-        )
-        return None
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-    return NamedSharding(Mesh(np.array(devices), ("chains",)), PartitionSpec("chains"))
-
-
 # iterations per jitted call of the trainer (fewer where an evaluation falls inside a chunk)
 CHUNK = 50
 
@@ -770,14 +749,11 @@ def train(
             if _uses_acs_schedule(method, _sampler_of(method, energy)):
                 buffer = _acs_pcd_init(method.sampler, buffer)
         done, history = 0, {}
-    chain_sharding = _chain_sharding(batch_size, num_chains)
+    chain_sharding = _sharding.chain_sharding(
+        {"batch_size": batch_size, "chains": num_chains}, "train"
+    )
     if chain_sharding is not None:
-        from jax.sharding import NamedSharding, PartitionSpec
-
-        replicated = NamedSharding(chain_sharding.mesh, PartitionSpec())
-        buffer = jax.tree.map(
-            lambda x: jax.device_put(x, chain_sharding if x.ndim else replicated), buffer
-        )
+        buffer = _sharding.shard_leading_axis(buffer, chain_sharding)
     options = (energy, optimizer, method, data.shape, batch_size, num_chains, chain_sharding)
     try:
         update = _make_update(*options)

@@ -21,6 +21,7 @@ from discrete_kernels import esh
 from discrete_kernels.constructors import ESHConstructor
 from discrete_kernels.samplers import ESHChain, ESHSpec, ESHStepInfo, NoiseShapes, StepNoise
 
+from . import _sharding
 from .base import _fori, draw_noise
 
 __all__ = ["ESH", "ESHState", "JarzynskiResult", "esh_jarzynski"]
@@ -76,7 +77,9 @@ class ESH(ESHConstructor, MCMCKernel):
     exactly invariant at any step size. ``exact=False`` is the paper's forward-only reservoir,
     which, restarted at every draw, is biased (measured in the tests: second moments of a
     correlated Gaussian off by tens of standard errors); it is kept for comparison.
-    Constrained sites are sampled in NumPyro's unconstrained space. Works standalone and as the
+    With ``chain_method="vectorized"`` the chains are split over all local devices (set
+    ``shard_chains = False`` on the instance to keep them on one). Constrained sites are
+    sampled in NumPyro's unconstrained space. Works standalone and as the
     continuous block of ``numpyro.infer.Gibbs`` next to a discrete kernel of this library.
 
     Parameters
@@ -100,6 +103,7 @@ class ESH(ESHConstructor, MCMCKernel):
     """
 
     sample_field = "z"
+    shard_chains: bool = True  # vectorised chains over all local devices
 
     def _init_driver(
         self, model: Callable | None, *, potential_fn: Callable | None, spec: ESHSpec
@@ -241,7 +245,8 @@ class ESH(ESHConstructor, MCMCKernel):
 
         if vectorized:
             self._sample_fn = jax.vmap(self._sample_one, in_axes=(0, None, None))
-            return jax.vmap(init_one)(key_state, z)
+            state = jax.vmap(init_one)(key_state, z)
+            return _sharding.shard_chains(state, "ESH", self.shard_chains)[0]
         self._sample_fn = self._sample_one
         return init_one(key_state, z)
 
