@@ -51,7 +51,7 @@ import numpyro_ext as nx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from ising_numpyro import write_section  # noqa: E402
+from _common import write_section  # noqa: E402
 
 CHAINS = 4
 NUM_VALUES = 21  # {0, ..., 20}
@@ -286,7 +286,7 @@ def main() -> None:
     )
     print(text)
     if not args.quick and args.samplers == SAMPLERS and args.targets == list(TARGETS):
-        write_section(ROOT / "docs" / "benchmarks.md", "ab_targets", text)
+        write_section("ab_targets", text, header=False)
 
 
 def report(results, warmup, samples, sweeps, repeats) -> str:

@@ -44,7 +44,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from ising_numpyro import write_section  # noqa: E402
+from _common import write_section  # noqa: E402
 
 CHAINS = 100
 SAMPLERS = ["ESH adapted", "ESH 0.1x10", "ESH 0.3x30", "NUTS", "MALA", "ULA"]
@@ -373,7 +373,7 @@ def main() -> None:
     text += "\n\n![MMD over gradient evaluations](figures/esh_mmd.png)"
     print(text)
     if not args.quick:
-        write_section(ROOT / "docs" / "benchmarks.md", "esh_targets", text)
+        write_section("esh_targets", text, header=False)
         figure(curves, budgets, ROOT / "docs" / "figures" / "esh_mmd.png")
 
 

@@ -19,11 +19,14 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from numpyro.diagnostics import effective_sample_size
 from numpyro.infer import MCMC, DiscreteGibbs
 
 import discrete_kernels as dk
 import numpyro_ext as nx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ess, write_section  # noqa: E402
+from _common import ising_log_density as _ising  # noqa: E402
 
 SIDE = 20
 COUPLING = 0.4407  # critical coupling of the 2-D Ising model
@@ -32,9 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def ising_log_density(x: jax.Array) -> jax.Array:
     """Log density (up to a constant) of spins ``s = 2x - 1`` on a periodic square lattice."""
-    side = int(round(x.shape[-1] ** 0.5))
-    s = jnp.reshape(2.0 * x - 1.0, (side, side))
-    return COUPLING * jnp.sum(s * (jnp.roll(s, 1, axis=0) + jnp.roll(s, 1, axis=1)))
+    return _ising(x, COUPLING)
 
 
 def ising_model(side: int = SIDE) -> None:
@@ -56,11 +57,6 @@ def summaries(x: np.ndarray) -> dict[str, np.ndarray]:
     energy = -jax.vmap(jax.vmap(ising_log_density))(x)
     magnetisation = jnp.abs(jnp.mean(2.0 * x - 1.0, axis=-1))
     return {"energy": np.asarray(energy), "|magnetisation|": np.asarray(magnetisation)}
-
-
-def ess(values: np.ndarray) -> float:
-    """Multi-chain effective sample size of draws of shape (C, N)."""
-    return float(effective_sample_size(np.asarray(values, np.float64)))
 
 
 def run_mcmc(kernel, num_warmup: int, num_samples: int, seed: int, num_chains=1, thinning=1):
@@ -279,20 +275,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if not args.quick:
-        write_section(ROOT / "docs" / "benchmarks.md", "ising_numpyro", text)
-
-
-def write_section(path: Path, name: str, text: str) -> None:
-    """Replace (or append) the block between this benchmark's markers."""
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    old = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{start}\n{text}\n{end}"
-    if start in old:
-        before, rest = old.split(start, 1)
-        new = before + block + rest.split(end, 1)[1]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(new)
+        write_section("ising_numpyro", text, header=False)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ SIDE = 20
 COUPLING = 0.4407
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from ising_numpyro import write_section  # noqa: E402
+from _common import write_section  # noqa: E402
 
 
 def ising_log_density(x: torch.Tensor) -> torch.Tensor:
@@ -200,7 +200,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if not args.quick:
-        write_section(ROOT / "docs" / "benchmarks.md", "ising_pyro", text)
+        write_section("ising_pyro", text, header=False)
 
 
 if __name__ == "__main__":

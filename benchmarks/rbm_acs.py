@@ -35,7 +35,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from ising_numpyro import write_section  # noqa: E402
+from _common import write_section  # noqa: E402
 
 HIDDEN = 32
 CHAINS = 128
@@ -212,7 +212,7 @@ def main() -> None:
     if not args.quick:
         (ROOT / "docs" / "figures").mkdir(exist_ok=True)
         fig.savefig(ROOT / "docs" / "figures" / "rbm_acs.png", dpi=110)
-        write_section(ROOT / "docs" / "benchmarks.md", "rbm_acs", text)
+        write_section("rbm_acs", text, header=False)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ SLOW = pytest.mark.slow  # benchmarks' smoke runs: `pytest -m slow`
         pytest.param("examples/ebm_digits.py", marks=SLOW),
         # Pyro compositions with NUTS and ESH run by default in the peer-model and ESH tests
         pytest.param("examples/pyro_mixture.py", marks=SLOW),
+        pytest.param("benchmarks/scaling.py", marks=SLOW),
         pytest.param("benchmarks/ising_numpyro.py", marks=SLOW),
+        pytest.param("benchmarks/ising_pyro.py", marks=SLOW),
         pytest.param("benchmarks/rbm_acs.py", marks=SLOW),
         pytest.param("benchmarks/ab_targets.py", marks=SLOW),
         pytest.param("benchmarks/esh_targets.py", marks=SLOW),

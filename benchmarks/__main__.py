@@ -1,0 +1,61 @@
+"""Run the benchmarks and regenerate ``docs/benchmarks.md``: ``python -m benchmarks``.
+
+``python -m benchmarks`` runs every script below in turn, each in its own process (so each
+starts with a fresh JAX and measures only itself), and each writes its own section of
+``docs/benchmarks.md`` with its command and the machine. ``--quick`` runs each script's smoke
+mode (small sizes, nothing written); names select scripts (``python -m benchmarks scaling``);
+``--list`` prints them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+#: every benchmark script, in the order the full run takes them
+SCRIPTS = {
+    "scaling": "time per step against d and chains, ESS/s against one-site Gibbs, paper scale",
+    "ising_numpyro": "critical 20x20 Ising: DMALA and GWG against NumPyro's DiscreteGibbs",
+    "ising_pyro": "critical 20x20 Ising in Pyro against pyro_ext.DiscreteGibbs",
+    "rbm_acs": "mode-initialised RBM: MMD over steps for DMALA, AB and ACS",
+    "ab_targets": "AB variants against DMALA on the AB paper's four targets",
+    "esh_targets": "ESH against NUTS, MALA and ULA on the ESH paper's targets",
+    "ucd_couplings": "UCD: meeting times of the two couplings",
+    "ebm_trainer_overhead": "EBM trainer against a plain jitted update",
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("names", nargs="*", help="scripts to run (default: all)")
+    parser.add_argument("--quick", action="store_true", help="smoke runs; nothing written")
+    parser.add_argument("--list", action="store_true", help="list the scripts and exit")
+    args = parser.parse_args()
+    if args.list:
+        for name, what in SCRIPTS.items():
+            print(f"{name:22s} {what}")
+        return 0
+    unknown = [n for n in args.names if n not in SCRIPTS]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {unknown}; choose from {list(SCRIPTS)}")
+    failed = []
+    for name in args.names or SCRIPTS:
+        command = [sys.executable, str(HERE / f"{name}.py")] + (["--quick"] if args.quick else [])
+        print(f"== {name}: {' '.join(command[1:])}", flush=True)
+        start = time.perf_counter()
+        code = subprocess.call(command, cwd=HERE.parent)
+        print(f"== {name}: exit {code} after {time.perf_counter() - start:.0f} s", flush=True)
+        if code:
+            failed.append(name)
+    if failed:
+        print(f"failed: {failed}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

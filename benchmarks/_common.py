@@ -1,0 +1,185 @@
+"""What every benchmark shares: the targets, one ESS, one timing method, one writer of
+``docs/benchmarks.md``.
+
+- **Targets** (:func:`ising_log_density`, :func:`ising_coupling_matrix`,
+  :func:`rbm_log_density`): written once here, used by every script that needs them.
+- **ESS**: NumPyro's multi-chain :func:`numpyro.diagnostics.effective_sample_size` (the
+  estimator ArviZ's ``ess`` also implements), on draws grouped by chain.
+- **Timing**: :func:`time_compiled` runs a jitted function twice; the first call's time
+  includes compilation, the second is the steady state. Ratios are always taken in one
+  process, side by side.
+- **Writer**: :func:`write_section` replaces a benchmark's block between its markers in
+  ``docs/benchmarks.md``, headed by the exact command and :func:`machine`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "benchmarks.md"
+FIGURES = ROOT / "docs" / "figures"
+
+#: the critical coupling of the 2-D Ising model on the square lattice
+CRITICAL_COUPLING = 0.4407
+
+
+# -------------------------------------------------------------------------------- targets
+
+
+def ising_log_density(x: Any, coupling: float = CRITICAL_COUPLING) -> Any:
+    """Log density (up to a constant) of spins ``s = 2x - 1`` on a periodic square lattice,
+    written with shifted copies of the lattice (cost linear in d). ``x`` has shape (side**2,)."""
+    import jax.numpy as jnp
+
+    side = int(round(x.shape[-1] ** 0.5))
+    s = jnp.reshape(2.0 * x - 1.0, (side, side))
+    return coupling * jnp.sum(s * (jnp.roll(s, 1, axis=0) + jnp.roll(s, 1, axis=1)))
+
+
+def ising_coupling_matrix(side: int, coupling: float = CRITICAL_COUPLING) -> np.ndarray:
+    """The same lattice as a dense symmetric coupling matrix ``A`` (d x d, float32), as a user
+    writes the model: ``log p(x) = s' A s / 2`` with ``s = 2x - 1``."""
+    d = side * side
+    a = np.zeros((d, d), np.float32)
+    for i in range(side):
+        for j in range(side):
+            k = i * side + j
+            for right, down in ((0, 1), (1, 0)):
+                neighbour = ((i + right) % side) * side + (j + down) % side
+                a[k, neighbour] += coupling
+                a[neighbour, k] += coupling
+    return a
+
+
+def dense_ising_log_density(a: Any) -> Callable:
+    """``x -> s' A s / 2`` for a coupling matrix ``A`` (see :func:`ising_coupling_matrix`)."""
+
+    def log_density(x: Any) -> Any:
+        s = 2.0 * x - 1.0
+        return 0.5 * s @ a @ s
+
+    return log_density
+
+
+def rbm_parameters(visible: int, hidden: int, seed: int = 0, scale: float = 0.05) -> tuple:
+    """Random RBM parameters ``(W (visible, hidden), b (visible,), c (hidden,))``, float32."""
+    rng = np.random.default_rng(seed)
+    w = (scale * rng.standard_normal((visible, hidden))).astype(np.float32)
+    b = (scale * rng.standard_normal(visible)).astype(np.float32)
+    c = (scale * rng.standard_normal(hidden)).astype(np.float32)
+    return w, b, c
+
+
+def rbm_log_density(params: tuple) -> Callable:
+    """Visible marginal of a Bernoulli RBM, ``x -> b'x + sum_j softplus(c_j + (x W)_j)``."""
+    import jax
+
+    w, b, c = params
+
+    def log_density(x: Any) -> Any:
+        return x @ b + jax.nn.softplus(x @ w + c).sum()
+
+    return log_density
+
+
+# -------------------------------------------------------------------------------- statistics
+
+
+def ess(values: Any) -> float:
+    """Multi-chain effective sample size of draws of shape (chains, draws)."""
+    from numpyro.diagnostics import effective_sample_size
+
+    values = np.asarray(values, np.float64)
+    if values.ndim == 1:
+        values = values[None]
+    return float(effective_sample_size(values))
+
+
+# -------------------------------------------------------------------------------- timing
+
+
+def time_compiled(fn: Callable, *args: Any) -> tuple[float, float]:
+    """``(first, steady)`` seconds of two calls of the jitted ``fn(*args)``: the first
+    includes tracing and compilation, the second is the steady state."""
+    import jax
+
+    compiled = jax.jit(fn)
+    start = time.perf_counter()
+    jax.block_until_ready(compiled(*args))
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    jax.block_until_ready(compiled(*args))
+    return first, time.perf_counter() - start
+
+
+def timed(fn: Callable, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    """``(fn(*args, **kwargs), seconds)``, waiting for JAX's asynchronous results."""
+    import jax
+
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn(*args, **kwargs))
+    return out, time.perf_counter() - start
+
+
+# -------------------------------------------------------------------------------- writing
+
+
+def machine() -> str:
+    """One line naming the machine and the stack the numbers were measured on."""
+    parts = [
+        f"{platform.machine()}, {os.cpu_count()} CPU cores",
+        f"Python {platform.python_version()}",
+    ]
+    try:
+        import jax
+
+        devices = jax.devices()
+        parts.append(f"jax {jax.__version__} on {len(devices)} {devices[0].platform} device(s)")
+    except ImportError:
+        pass
+    for name in ("numpyro", "torch", "pyro"):
+        try:
+            module = __import__(name)
+            parts.append(f"{name} {module.__version__}")
+        except ImportError:
+            pass
+    return "; ".join(parts)
+
+
+def command() -> str:
+    """The command that is running, as a user would type it from the repository root."""
+    script = Path(sys.argv[0]).resolve()
+    try:
+        script = script.relative_to(ROOT)
+    except ValueError:
+        pass
+    return " ".join(["python", str(script), *map(shlex.quote, sys.argv[1:])])
+
+
+def write_section(name: str, text: str, path: Path = DOC, header: bool = True) -> None:
+    """Replace (or append) the block between ``<!-- name:start -->`` and ``<!-- name:end
+    -->`` of ``path``; with ``header`` the block's first line after its title names the
+    command and the machine (scripts that write their own command line pass False)."""
+    lines = text.split("\n")
+    if header:
+        line = f"Command: `{command()}`; {machine()}."
+        lines.insert(2 if lines and lines[0].startswith("#") else 0, line + "\n")
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    old = path.read_text() if path.exists() else "# Benchmarks\n"
+    block = f"{start}\n" + "\n".join(lines) + f"\n{end}"
+    if start in old:
+        before, rest = old.split(start, 1)
+        new = before + block + rest.split(end, 1)[1]
+    else:
+        new = old.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(new)

@@ -1,0 +1,78 @@
+"""The benchmark harness (``benchmarks/_common.py``, ``python -m benchmarks``) and the scaling
+benchmark's pieces on tiny targets, in this process (the scripts' smoke runs: ``-m slow`` in
+``tests/test_examples.py``)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import _common  # noqa: E402
+import scaling  # noqa: E402
+
+
+def test_write_section_replaces_its_block_and_names_command_and_machine(tmp_path):
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\nintro\n")
+    _common.write_section("demo", "## Demo\n\n| a |\n| --- |\n| 1 |", path=doc)
+    _common.write_section("other", "## Other\n\ntext", path=doc)
+    _common.write_section("demo", "## Demo\n\n| a |\n| --- |\n| 2 |", path=doc)
+    text = doc.read_text()
+    assert text.count("<!-- demo:start -->") == 1 and "| 2 |" in text and "| 1 |" not in text
+    assert text.index("intro") < text.index("demo:start") < text.index("other:start")
+    block = text.split("<!-- demo:start -->")[1].split("<!-- demo:end -->")[0]
+    assert "Command: `python" in block and "CPU cores" in block and "jax " in block
+
+
+def test_targets_agree_and_ess_is_multichain():
+    x = jnp.asarray(np.random.default_rng(0).integers(0, 2, 36), jnp.float32)
+    dense = _common.dense_ising_log_density(jnp.asarray(_common.ising_coupling_matrix(6)))
+    np.testing.assert_allclose(dense(x), _common.ising_log_density(x), rtol=1e-5)
+    draws = np.random.default_rng(1).standard_normal((4, 500))
+    assert 1000 < _common.ess(draws) < 3000  # independent draws: ESS about 2,000
+    assert _common.ess(np.repeat(draws[:, :50], 10, axis=1)) < 400  # each value 10 times
+
+
+def test_step_and_floor_timings_and_gibbs_comparison_run_on_small_targets():
+    log_density = scaling.ising_log_density
+    step = scaling.kernel_step_seconds(log_density, 16, 2, budget=0.01)
+    floor = scaling.floor_step_seconds(log_density, 16, 2, budget=0.01)
+    assert 0 < floor and 0 < step < 1
+    model, log_density = scaling.ising_model(3)
+    budget = {"DMALA": (10, 40, 2), "DiscreteGibbs": (5, 10, 1)}
+    rows = [scaling.ess_run(name, model, log_density, budget, 0) for name in budget]
+    assert all(r["seconds"] > 0 and np.isfinite(r["ess"]) for r in rows)
+
+
+def test_benchmark_command_lists_every_script():
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--list"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    listed = [line.split()[0] for line in out.stdout.splitlines()]
+    scripts = sorted(
+        p.stem for p in (ROOT / "benchmarks").glob("*.py") if not p.stem.startswith("_")
+    )
+    assert sorted(listed) == scripts
+
+
+@pytest.mark.slow
+def test_benchmark_command_quick_run_of_the_scaling_study():
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "scaling"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "exit 0" in out.stdout and "| target | d | chains |" in out.stdout
