@@ -212,11 +212,11 @@ def ess_run(name: str, model, log_density, budget: dict, seed: int) -> dict:
     return dict(sampler=name, seconds=seconds, ess=value, ess_per_second=value / seconds)
 
 
-def ess_budgets(side: int, quick: bool) -> dict:
+def ess_budgets(side: int, quick: bool, dense: bool = False) -> dict:
     """(warmup, samples, thinning) per sampler: DMALA about 100 steps per site visit of a
     Gibbs sweep, so that each run lasts seconds to tens of seconds."""
     d = side * side
-    gibbs = max(200, 400_000 // d)
+    gibbs = max(200, 400_000 // d) // (2 if dense else 1)  # dense: each site update costs d^2
     budget = {
         "DMALA": (2000, 50_000, 10),
         "DiscreteGibbs": (gibbs // 10, gibbs, 1),
@@ -245,7 +245,7 @@ def ess_sweep(quick: bool, repeats: int) -> list[dict]:
     rows = []
     for side, dense in cases:
         model, log_density = ising_model(side, dense)
-        budget = ess_budgets(side, quick)
+        budget = ess_budgets(side, quick, dense)
         for name in budget:
             runs = [ess_run(name, model, log_density, budget, seed) for seed in range(repeats)]
             row = {k: float(np.median([r[k] for r in runs])) for k in runs[0] if k != "sampler"}

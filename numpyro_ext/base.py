@@ -379,8 +379,8 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
                 start += count
             return out
 
-        # the start and a fresh prior draw of the block's sites; evaluated eagerly, so
-        # JAX's per-operation cache makes the check cheap after a model's first kernel
+        # the start and a fresh prior draw of the block's sites, evaluated by one compiled
+        # program (eagerly, each operation of the model would be compiled on its own)
         rows = [leaves]
         for key in random.split(random.key(1000), site_rules.PRIOR_DRAWS):
             draw = prototype_trace(model, key, model_args, model_kwargs)
@@ -388,7 +388,8 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
                 tuple(jnp.asarray(draw[n]["value"], x.dtype) for n, x in zip(names, leaves))
             )
         try:
-            evaluated = [local_fn(row) for row in rows]
+            compiled_local_fn = jax.jit(local_fn)
+            evaluated = [compiled_local_fn(row) for row in rows]
         except TypeError:  # some site is used as an index: find it, then check the rest
             if self._switch_index_sites(leaves, log_density):
                 self._switch_badly_estimated_sites(model_trace, model_args, model_kwargs)
@@ -563,14 +564,16 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
             z = self._initial_values(key_values, params, model_args, model_kwargs)
             return self._initial_state(key, z, model_args, model_kwargs)
 
+        # compiled as one program: run eagerly, every operation of the model and its gradient
+        # would be compiled on its own the first time a model's shapes are seen (seconds)
         if vectorized:
             if init_params is None:
-                state = jax.vmap(lambda k: init_one(k, None))(rng_key)
+                state = jax.jit(jax.vmap(lambda k: init_one(k, None)))(rng_key)
             else:
-                state = jax.vmap(init_one)(rng_key, init_params)
+                state = jax.jit(jax.vmap(init_one))(rng_key, init_params)
             state, self._replicated = _sharding.shard_chains(state, self._name, self.shard_chains)
         else:
-            state = init_one(rng_key, init_params)
+            state = jax.jit(init_one)(rng_key, init_params)
         if not isinstance(state.potential_energy, jax.core.Tracer):
             for energy in jnp.ravel(state.potential_energy):
                 checks.check_initial_log_density(self._name, -energy, [s.name for s in self._specs])
