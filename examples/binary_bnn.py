@@ -163,7 +163,7 @@ def main() -> None:
         name: float(az.ess(r[0], var_names=["train_log_lik"])["train_log_lik"]) / r[1]
         for name, r in results.items()
     }
-    for name, (idata, seconds, num_samples, accuracy) in results.items():
+    for name, (_, seconds, num_samples, accuracy) in results.items():
         ess = rates[name] * seconds
         print(
             f"| {name} | {seconds:.1f} | {num_samples} | {ess:.0f} | {rates[name]:.1f} "

@@ -104,11 +104,19 @@ class DiscreteState(NamedTuple):
 DLPState = DiscreteState  # the name of earlier releases
 
 
+#: width of the rows the uniforms of a step are drawn in: XLA's CPU code for JAX's threefry is
+#: about 3.7x faster per uniform on a (rows, 128) array than on a flat one of 10^4 - 10^5
+#: entries (measured; same distribution, another stream), and no slower below
+UNIFORM_ROW = 128
+
+
 def _uniforms(key: jax.Array, shapes: Sequence[tuple]) -> tuple[tuple, jax.Array]:
-    """All uniforms of one step from one flat draw: the proposal noise per leaf (in order)
-    and, last, the MH uniform."""
+    """All uniforms of one step from one draw: the proposal noise per leaf (in order) and,
+    last, the MH uniform."""
     sizes = [math.prod(shape) for shape in shapes]
-    flat = random.uniform(key, (sum(sizes) + 1,))
+    total = sum(sizes) + 1
+    rows = -(-total // UNIFORM_ROW)
+    flat = jnp.reshape(random.uniform(key, (rows, UNIFORM_ROW)), (-1,))[:total]
     pieces, start = [], 0
     for shape, size in zip(shapes, sizes):
         pieces.append(jnp.reshape(flat[start : start + size], shape))

@@ -132,3 +132,34 @@ def test_inverse_cdf_never_picks_an_impossible_category():
     draws = categorical_from_uniform(np.broadcast_to(logits[0], (grid.size, 5)), grid)
     p1 = 1.0 / (1.0 + np.e)
     assert abs(np.mean(draws == 1) - p1) < 1e-4
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax", "torch"])
+def test_sigmoid_and_log_sigmoid_are_exact_at_extreme_logits(backend):
+    """The binary DLP flips when ``u < sigmoid(l)`` and scores with ``log_sigmoid(l)``: both
+    match float64 references to float32 rounding over the whole range, with exact 0 / 1 /
+    -inf at the infinities, in every backend the core runs on."""
+    from discrete_kernels._xp import log_sigmoid, sigmoid
+
+    values = np.array(
+        [-np.inf, -200.0, -88.0, -30.0, -5.0, -1e-3, 0.0, 1e-3, 5.0, 30.0, 200.0, np.inf],
+        np.float32,
+    )
+    if backend == "jax":
+        import jax.numpy as xp_module
+
+        logits = xp_module.asarray(values)
+    elif backend == "torch":
+        torch = pytest.importorskip("torch")
+        logits = torch.as_tensor(values)
+    else:
+        logits = values
+    with np.errstate(over="ignore"):
+        exact = 1.0 / (1.0 + np.exp(-values.astype(np.float64)))
+        exact_log = -np.logaddexp(0.0, -values.astype(np.float64))
+    got = np.asarray(sigmoid(logits), np.float64)
+    got_log = np.asarray(log_sigmoid(logits), np.float64)
+    np.testing.assert_allclose(got, exact, rtol=1e-6, atol=1e-37)  # float32 underflow
+    finite = np.isfinite(exact_log)
+    np.testing.assert_allclose(got_log[finite], exact_log[finite], rtol=1e-6, atol=1e-30)
+    assert got_log[0] == -np.inf and got[0] == 0.0 and got[-1] == 1.0 and got_log[-1] == 0.0
