@@ -22,6 +22,7 @@ SCRIPTS = {
     "scaling": "time per step against d and chains, ESS/s against one-site Gibbs, paper scale",
     "ising_numpyro": "critical 20x20 Ising: DMALA and GWG against NumPyro's DiscreteGibbs",
     "ising_pyro": "critical 20x20 Ising in Pyro against pyro_ext.DiscreteGibbs",
+    "mixed_gibbs": "spike-and-slab regression: Gibbs(DMALA or AB, NUTS) against DiscreteHMCGibbs",
     "rbm_acs": "mode-initialised RBM: MMD over steps for DMALA, AB and ACS",
     "ab_targets": "AB variants against DMALA on the AB paper's four targets",
     "esh_targets": "ESH against NUTS, MALA and ULA on the ESH paper's targets",

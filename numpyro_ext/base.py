@@ -182,6 +182,7 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         self._num_warmup = 0
         self._sample_fn: Callable | None = None
         self._replicated: Any = None  # set when vectorised chains are split over devices
+        self._auto_exact_decisions: dict = {}  # exact_sites="auto": site shapes -> leaf specs
 
     def _as_array(self, value: Any) -> Any:
         return jnp.asarray(value, dtype=jnp.result_type(float))
@@ -212,6 +213,7 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         kernel = copy.copy(self)
         kernel._model = wrapper(self._model)
         kernel._specs = ()
+        kernel._auto_exact_decisions = {}
         kernel._prepared_model = None
         kernel._sample_fn = None
         return kernel
@@ -340,7 +342,16 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
             conditioned(self._model), model_trace, enum=self._enum
         )
         if self._auto_exact and self._supports_auto_exact:
-            self._switch_badly_estimated_sites(model_trace, model_args, model_kwargs)
+            # decided once per kernel and site shapes: sequential chains start from different
+            # values, and a decision that differed between them would give their states
+            # different structures (NumPyro stacks them)
+            shapes = tuple((s.name, self._site_shapes[s.name]) for s in self._specs)
+            decided = self._auto_exact_decisions.get(shapes)
+            if decided is None:
+                self._switch_badly_estimated_sites(model_trace, model_args, model_kwargs)
+                self._auto_exact_decisions[shapes] = self._specs
+            else:
+                self._specs = decided
         self._setup_sites([self._site_shapes[s.name] for s in self._specs])
 
     def _switch_badly_estimated_sites(self, model_trace: dict, model_args, model_kwargs) -> None:

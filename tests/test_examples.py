@@ -30,6 +30,7 @@ SLOW = pytest.mark.slow  # benchmarks' smoke runs: `pytest -m slow`
         pytest.param("benchmarks/scaling.py", marks=SLOW),
         pytest.param("benchmarks/ising_numpyro.py", marks=SLOW),
         pytest.param("benchmarks/ising_pyro.py", marks=SLOW),
+        pytest.param("benchmarks/mixed_gibbs.py", marks=SLOW),
         pytest.param("benchmarks/rbm_acs.py", marks=SLOW),
         pytest.param("benchmarks/ab_targets.py", marks=SLOW),
         pytest.param("benchmarks/esh_targets.py", marks=SLOW),

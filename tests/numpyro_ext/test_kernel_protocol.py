@@ -12,6 +12,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
+from jax import random
 from numpyro.infer import MCMC, NUTS, Gibbs
 from numpyro.infer.gibbs import discrete_latent_sites
 
@@ -295,3 +296,39 @@ def test_the_shared_ess_is_numpyros():
         x = rng.standard_normal(shape)
         x = x + 0.1 * np.cumsum(x, axis=1)
         np.testing.assert_allclose(shared(x), effective_sample_size(x), rtol=1e-10)
+
+
+def _spike_and_slab(x, y=None):
+    gamma = numpyro.sample("gamma", dist.Bernoulli(0.1).expand([x.shape[1]]))
+    beta = numpyro.sample("beta", dist.Normal(0.0, 2.0).expand([x.shape[1]]))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+    numpyro.sample("y", dist.Normal(x @ (gamma * beta), sigma), obs=y)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_auto_exact_decision_is_shared_by_the_chains_of_a_kernel():
+    """exact_sites="auto" judges the gradient at each chain's start; as a Gibbs block the
+    starts differ per chain (the continuous sites' values), and so did the decision (here:
+    gamma exact at start 1, not at start 0), giving the chains' states different structures that
+    NumPyro's sequential chains cannot stack. The first decision is kept for the kernel."""
+    from numpyro.infer.gibbs import GIBBS_SITES_KWARG
+
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((50, 8)), jnp.float32)
+    y = x[:, :5].sum(1) + 0.5 * jnp.asarray(rng.standard_normal(50), jnp.float32)
+
+    def local_shapes(kernel, forget):
+        shapes = set()
+        for seed in range(2):  # starts 0 and 1: gradient and exact when judged apart
+            if forget:
+                kernel._auto_exact_decisions.clear()
+            others = {
+                "beta": random.uniform(random.key(100 + seed), (8,), minval=-2, maxval=2),
+                "sigma": jnp.exp(random.uniform(random.key(200 + seed), (), minval=-2, maxval=2)),
+            }
+            state = kernel.init(random.key(seed), 10, None, (x, y), {GIBBS_SITES_KWARG: others})
+            shapes.add(tuple(np.shape(local) for local in state.local))
+        return shapes
+
+    assert len(local_shapes(nx.DMALA(_spike_and_slab), forget=True)) == 2  # the test's power
+    assert len(local_shapes(nx.DMALA(_spike_and_slab), forget=False)) == 1
