@@ -39,11 +39,15 @@ def test_targets_agree_and_ess_is_multichain():
     assert _common.ess(np.repeat(draws[:, :50], 10, axis=1)) < 400  # each value 10 times
 
 
-def test_step_and_floor_timings_and_gibbs_comparison_run_on_small_targets():
+def test_step_and_floor_timings_run_on_a_small_target():
     log_density = scaling.ising_log_density
     step = scaling.kernel_step_seconds(log_density, 16, 2, budget=0.01)
     floor = scaling.floor_step_seconds(log_density, 16, 2, budget=0.01)
     assert 0 < floor and 0 < step < 1
+
+
+@pytest.mark.slow
+def test_gibbs_comparison_runs_on_a_small_lattice():
     model, log_density = scaling.ising_model(3)
     budget = {"DMALA": (10, 40, 2), "DiscreteGibbs": (5, 10, 1)}
     rows = [scaling.ess_run(name, model, log_density, budget, 0) for name in budget]
