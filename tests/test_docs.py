@@ -1,0 +1,46 @@
+"""The documentation site builds in strict mode (a broken link, a missing page or a docstring
+whose parameters no longer match its signature fails), and its home page is the README."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytest.importorskip("mkdocs")
+pytest.importorskip("mkdocstrings_handlers.python")
+
+
+def home_page() -> str:
+    """docs/index.md as generated from README.md (links made relative to docs/)."""
+    text = (ROOT / "README.md").read_text()
+    for page in ("guide", "benchmarks", "ebm"):
+        text = text.replace(f"(docs/{page}.md)", f"({page}.md)")
+    return "<!-- generated from README.md by tests/test_docs.py; edit README.md -->\n" + text
+
+
+def test_home_page_is_the_readme():
+    expected = home_page()
+    if os.environ.get("DK_WRITE_DOCS"):  # DK_WRITE_DOCS=1 pytest tests/test_docs.py
+        (ROOT / "docs" / "index.md").write_text(expected)
+    assert (ROOT / "docs" / "index.md").read_text() == expected, (
+        "docs/index.md is out of date: run DK_WRITE_DOCS=1 pytest tests/test_docs.py"
+    )
+
+
+def test_site_builds_in_strict_mode(tmp_path):
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    out = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    reference = (tmp_path / "api" / "numpyro_ext" / "index.html").read_text()
+    assert "DMALA" in reference and "shard_chains" in reference
