@@ -44,3 +44,17 @@ def test_site_builds_in_strict_mode(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     reference = (tmp_path / "api" / "numpyro_ext" / "index.html").read_text()
     assert "DMALA" in reference and "shard_chains" in reference
+
+
+def test_tutorial_code_runs_in_order(tmp_path, monkeypatch):
+    """Every python block of docs/tutorial.md, in order, in one namespace (figures go to a
+    temporary folder)."""
+    import re
+
+    text = (ROOT / "docs" / "tutorial.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) >= 6
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile("\n".join(blocks), "docs/tutorial.md", "exec"), scope)
+    assert (tmp_path / "tutorial_trace.png").exists() and (tmp_path / "tutorial_ess.png").exists()
