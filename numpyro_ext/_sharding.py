@@ -20,12 +20,13 @@ import numpy as np
 __all__ = ["chain_sharding", "shard_chains", "shard_leading_axis"]
 
 
-def chain_sharding(sizes: Mapping[str, int], owner: str) -> Any:
+def chain_sharding(sizes: Mapping[str, int], owner: str, opt_out: str = "") -> Any:
     """A ``NamedSharding`` splitting a leading axis over all local devices, or None.
 
     None with one local device, or (with a warning naming ``owner`` and ``sizes``) when one
     of ``sizes`` (the lengths that would be split: chains, a data batch) is not a multiple
-    of the number of devices: the run then stays on one device.
+    of the number of devices: the run then stays on one device. ``opt_out`` tells the user
+    how to ask for one device without the warning, where there is a way.
     """
     devices = jax.local_devices()
     if len(devices) < 2:
@@ -34,8 +35,7 @@ def chain_sharding(sizes: Mapping[str, int], owner: str) -> Any:
         listed = " and ".join(f"{name}={size}" for name, size in sizes.items())
         warnings.warn(
             f"{owner}: {listed} must be multiples of the {len(devices)} local devices to be "
-            "split across them; running on one device (set shard_chains=False on the kernel "
-            "to silence this).",
+            f"split across them; running on one device.{opt_out}",
             stacklevel=3,
         )
         return None
@@ -60,7 +60,11 @@ def shard_chains(state: Any, owner: str, enabled: bool = True) -> tuple[Any, Any
     transformation, where placement is the caller's)."""
     if not enabled or isinstance(state.i, jax.core.Tracer):
         return state, None
-    sharding = chain_sharding({"num_chains": state.i.shape[0]}, owner)
+    sharding = chain_sharding(
+        {"num_chains": state.i.shape[0]},
+        owner,
+        " Set shard_chains = False on the kernel to keep the chains on one device quietly.",
+    )
     if sharding is None:
         return state, None
     from jax.sharding import NamedSharding, PartitionSpec
