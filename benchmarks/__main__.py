@@ -19,7 +19,32 @@ HERE = Path(__file__).resolve().parent
 
 #: scripts outside benchmarks/ that the command runs, with the arguments of the full run
 EXTERNAL = {
-    "bnn_width": ("examples/binary_bnn.py", ["--hidden", "100", "--write-doc"]),
+    "bnn_width": (
+        "examples/binary_bnn.py",
+        [
+            "--dataset",
+            "both",
+            "--paper-width",
+            "--seconds",
+            "60",
+            "--write-doc",
+            "--out",
+            "docs/figures/gallery",
+        ],
+    ),
+    "pyro_bnn_width": (
+        "examples/pyro_binary_bnn.py",
+        [
+            "--dataset",
+            "both",
+            "--paper-width",
+            "--seconds",
+            "60",
+            "--write-doc",
+            "--out",
+            "docs/figures/gallery",
+        ],
+    ),
 }
 
 #: every benchmark, in the order the full run takes them
@@ -27,8 +52,9 @@ SCRIPTS = {
     "scaling": "time per step against d and chains, ESS/s against one-site Gibbs, paper scale",
     "ising_numpyro": "critical 20x20 Ising: DMALA and GWG against NumPyro's DiscreteGibbs",
     "ising_pyro": "critical 20x20 Ising in Pyro against pyro_ext.DiscreteGibbs",
-    "mixed_gibbs": "spike-and-slab regression: Gibbs(DMALA or AB, NUTS) against DiscreteHMCGibbs",
-    "bnn_width": "binary BNN with 100 hidden units (3,100 weights) against DiscreteGibbs",
+    "mixed_gibbs": "spike-and-slab: Gibbs(DMALA or AB, NUTS) against DiscreteHMCGibbs",
+    "bnn_width": "paper-width binary BNNs: every kernel against DiscreteGibbs, equal wall time",
+    "pyro_bnn_width": "the same in Pyro against pyro_ext.DiscreteGibbs",
     "rbm_acs": "mode-initialised RBM: MMD over steps for DMALA, AB and ACS",
     "ab_targets": "AB variants against DMALA on the AB paper's four targets",
     "esh_targets": "ESH against NUTS, MALA and ULA on the ESH paper's targets",

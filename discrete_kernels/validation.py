@@ -28,6 +28,7 @@ __all__ = [
     "check_start_value",
     "check_symmetric_matrix",
     "movable_supports",
+    "frozen_check_start",
     "no_move_message",
 ]
 
@@ -299,13 +300,27 @@ MIN_WARMUP_FOR_FROZEN_CHECK = 20
 """Warmups shorter than this are too short to call a chain that has not moved frozen."""
 
 
-def no_move_message(owner: str, sites: Sequence[Any], num_steps: int, chains: Any = None) -> str:
-    """Warning text for a chain that made no move in its whole warmup."""
+def frozen_check_start(num_warmup: int) -> int:
+    """First warmup step of the window the frozen-chain check looks at: the second half.
+
+    A chain can move early in warmup and then stop for good (a step size adapted down until
+    only the proposals equal to the current state are accepted, or a chain that has fallen
+    into a state no proposal leaves); checking the whole warmup would miss it.
+    """
+    return num_warmup // 2
+
+
+def no_move_message(owner: str, sites: Sequence[Any], num_warmup: int, chains: Any = None) -> str:
+    """Warning text for a chain that made no move in the second half of its warmup."""
     which = "The chain" if chains is None else f"Chains {list(chains)}"
+    window = num_warmup - frozen_check_start(num_warmup)
     return (
-        f"{owner}: {which} made no move in {num_steps} warmup steps on sites {list(sites)}; "
-        "every draw will equal the start. Likely causes: the gradient's estimate of the local "
-        "differences is badly wrong for these sites (pass exact_sites=[...] to evaluate them "
-        "exactly), or the start lies where no proposal has positive probability. The "
-        "step_size and acceptance_rate statistics show what the kernel tried."
+        f"{owner}: {which} made no move in the last {window} of its {num_warmup} warmup steps "
+        f"on sites {list(sites)}; unless it starts moving again, every draw will equal its "
+        "current state. Likely causes: the gradient's estimate of the local differences is "
+        "badly wrong for these sites (pass exact_sites=[...] to evaluate them exactly), the "
+        "step size adapted to where only proposals equal to the current state are accepted "
+        "(the acceptance_rate statistic then looks healthy: compare it with accepted), or the "
+        "chain sits where no proposal has positive probability. The step_size, "
+        "acceptance_rate and accepted statistics show what the kernel tried."
     )

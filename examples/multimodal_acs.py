@@ -22,10 +22,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import arviz as az
 import jax
 import jax.numpy as jnp
 import matplotlib
 import numpy as np
+import pandas as pd
 from numpyro.infer import MCMC
 
 import discrete_kernels as dk
@@ -91,6 +93,7 @@ def summarise(samples: np.ndarray, truth: np.ndarray) -> dict:
     grid_nearest = np.argmin(((grid[..., None, :] - np.asarray(MODES)) ** 2).sum(-1), -1)
     mode_truth = np.bincount(grid_nearest.ravel(), weights=truth.ravel(), minlength=len(MODES))
     return {
+        "samples": samples,
         "hist": hist,
         "modes visited": int(np.sum(mode_freq > 0)),
         "TV (states)": 0.5 * np.abs(hist - truth).sum(),
@@ -101,6 +104,7 @@ def summarise(samples: np.ndarray, truth: np.ndarray) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "figures"))
     args = parser.parse_args()
     num_warmup, num_samples = (300, 2000) if args.quick else (1000, 40000)
     total = num_warmup + num_samples  # energy evaluations per sampler
@@ -148,8 +152,18 @@ def main() -> None:
     for name, r in results.items():
         print(f"| {name} | {r['modes visited']} | {r['TV (modes)']:.3f} | {r['TV (states)']:.3f} |")
 
-    figure_path = Path(__file__).resolve().parent / "figures" / "multimodal_acs.png"
-    figure_path.parent.mkdir(exist_ok=True)
+    # ArviZ: a chain stuck in the corner mode shows it in the mean and in the ESS
+    exact_mean = float((truth.sum(1) * np.arange(SIZE)).sum())  # the same in both coordinates
+    posterior = {name: r["samples"][None].astype(float) for name, r in results.items()}
+    summaries = [
+        az.summary(az.from_dict(posterior={name: draws}), kind="stats").assign(sampler=name)
+        for name, draws in posterior.items()
+    ]
+    print(f"\nArviZ summary of theta (exact mean {exact_mean:.1f} in both coordinates)")
+    print(pd.concat(summaries).to_string())
+
+    figure_path = Path(args.out) / "multimodal_acs.png"
+    figure_path.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, len(results) + 1, figsize=(3.4 * (len(results) + 1), 4.0))
     panels = [("truth", truth)] + [(name, r["hist"]) for name, r in results.items()]
     for ax, (name, hist) in zip(axes, panels):

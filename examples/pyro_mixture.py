@@ -43,6 +43,7 @@ def model(y):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "figures"))
     args = parser.parse_args()
     num_samples, warmup = (40, 20) if args.quick else (600, 300)
     pyro.set_rng_seed(0)
@@ -68,8 +69,8 @@ def main() -> None:
 
     z = idata.posterior["z"].values.reshape(-1, y.shape[0])
     mode = (z.mean(0) > 0.5).astype(int)
-    figure_path = Path(__file__).resolve().parent / "figures" / "pyro_mixture.png"
-    figure_path.parent.mkdir(exist_ok=True)
+    figure_path = Path(args.out) / "pyro_mixture.png"
+    figure_path.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3))
     axes[0].scatter(y.numpy(), np.zeros(len(y)), c=mode, cmap="coolwarm", s=30)
     axes[0].set_title("data, coloured by posterior mode of z")

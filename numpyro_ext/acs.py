@@ -27,6 +27,7 @@ class ACSState(NamedTuple):
     balance: jax.Array
     hamming_distance: jax.Array
     num_moves: jax.Array
+    moves_at_half_warmup: jax.Array
     local: tuple
     adapt_state: Any
     rng_key: jax.Array

@@ -81,6 +81,8 @@ class DiscreteState(NamedTuple):
     - **balance** - the balance of that proposal (1/2 for DULA, DMALA and GWG; AB: ``alpha``).
     - **hamming_distance** - number of coordinates the proposal changed.
     - **num_moves** - draws so far (warmup included) at which the chain moved.
+    - **moves_at_half_warmup** - ``num_moves`` at the middle of warmup (the frozen-chain check
+      warns about chains that made no move after it).
     - **local** - cached gradient or table of each leaf at ``z``.
     - **adapt_state** - the sampler's adaptation state (see its spec in
       :mod:`discrete_kernels.samplers`).
@@ -96,6 +98,7 @@ class DiscreteState(NamedTuple):
     balance: jax.Array
     hamming_distance: jax.Array
     num_moves: jax.Array
+    moves_at_half_warmup: jax.Array
     local: tuple
     adapt_state: Any
     rng_key: jax.Array
@@ -626,7 +629,13 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
             )(state.adapt_state, info, params)
             new = new._replace(adapt_state=adapt)
             if num_warmup >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
-                moves = new.num_moves
+                at_half = jnp.where(
+                    index + 1 == checks.frozen_check_start(num_warmup),
+                    new.num_moves,
+                    new.moves_at_half_warmup,
+                )
+                new = new._replace(moves_at_half_warmup=at_half)
+                moves = new.num_moves - at_half  # moves in the second half of warmup
                 if replicated is not None:  # the host callback reads it from one device
                     moves = jax.lax.with_sharding_constraint(moves, replicated)
                 jax.lax.cond(
@@ -676,6 +685,7 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
             balance=jnp.asarray(params.balance, dtype=like.dtype),
             hamming_distance=zero,
             num_moves=jnp.zeros((), dtype=jnp.int32),
+            moves_at_half_warmup=jnp.zeros((), dtype=jnp.int32),
             local=local,
             adapt_state=adapt_state,
             rng_key=rng_key,
@@ -728,6 +738,7 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
             balance=jnp.asarray(params.balance, dtype=state.balance.dtype),
             hamming_distance=info.hamming_distance,
             num_moves=state.num_moves + info.accepted.astype(jnp.int32),
+            moves_at_half_warmup=state.moves_at_half_warmup,
             local=chain.local,
             adapt_state=state.adapt_state,
             rng_key=rng_key,

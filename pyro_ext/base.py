@@ -397,7 +397,8 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         self._t += 1
         self._record(info, step_params, state.log_density, extra)
         if self._t == self._warmup_steps >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
-            if not any(self._stats["accepted"][: self._warmup_steps]):
+            start = checks.frozen_check_start(self._warmup_steps)
+            if not any(self._stats["accepted"][start : self._warmup_steps]):
                 names = [s.name for s in self._specs]
                 warnings.warn(checks.no_move_message(self._name, names, self._t), stacklevel=2)
         self._state = state

@@ -388,6 +388,40 @@ def test_a_chain_that_never_moves_in_warmup_is_warned_about(ppl):
     assert "['z', 'k']" in messages[0] and "30 warmup steps" in messages[0]
 
 
+@pytest.mark.parametrize("ppl", ["numpyro", "pyro"])
+def test_a_chain_that_stops_moving_in_warmup_is_warned_about(ppl):
+    # log density 1000 * x0 * x1: from (0, 0) a chain moves until it reaches (1, 1) and then
+    # never leaves (every move costs 1000 nats); a check of the whole warmup would miss it
+    options = dict(step_size=1e3, adapt_step_size=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if ppl == "numpyro":
+            kernel = nx.DMALA(
+                potential_fn=lambda x: -1000.0 * x[0] * x[1], domain=nx.Binary(), **options
+            )
+            mcmc = NMCMC(kernel, num_warmup=40, num_samples=5, progress_bar=False)
+            mcmc.run(jax.random.key(0), init_params=jnp.zeros(2, jnp.int32))
+            final = np.asarray(mcmc.get_samples())[-1]
+        else:
+            kernel = px.DMALA(
+                potential_fn=lambda z: -1000.0 * z["x"][0] * z["x"][1],
+                domain=px.Binary(),
+                **options,
+            )
+            mcmc = PMCMC(
+                kernel,
+                num_samples=5,
+                warmup_steps=40,
+                initial_params={"x": torch.zeros(2)},
+                disable_progbar=True,
+            )
+            mcmc.run()
+            final = mcmc.get_samples()["x"].numpy()[-1]
+    np.testing.assert_array_equal(final, [1, 1])  # it moved (the start is (0, 0)) and stopped
+    messages = [str(w.message) for w in caught if "made no move" in str(w.message)]
+    assert messages and "the last 20 of its 40 warmup steps" in messages[0], messages
+
+
 def test_a_chain_that_moves_is_not_warned_about():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

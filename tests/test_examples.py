@@ -1,5 +1,5 @@
-"""The examples (default run) and the benchmarks (``-m slow``) run end to end, short
-settings."""
+"""Every example runs end to end in its reduced mode (``-m examples``, which CI runs after the
+default run: ``.ci/run``), and the benchmarks' smoke runs (``-m slow``)."""
 
 import os
 import subprocess
@@ -10,40 +10,61 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-
 SLOW = pytest.mark.slow  # benchmarks' smoke runs: `pytest -m slow`
+EXAMPLE = pytest.mark.examples  # the gallery's reduced mode: `pytest -m examples`
+
+#: every script in examples/ (a test below checks that none is missing)
+EXAMPLES = [
+    "examples/binary_bnn.py",
+    "examples/pyro_binary_bnn.py",
+    "examples/spike_and_slab.py",
+    "examples/variable_selection.py",
+    "examples/gaussian_mixture.py",
+    "examples/pyro_mixture.py",
+    "examples/change_point.py",
+    "examples/potts.py",
+    "examples/ising.py",
+    "examples/multimodal_acs.py",
+    "examples/ebm_bars_and_stripes.py",
+    "examples/ebm_ising.py",
+    "examples/ebm_digits.py",
+]
+BENCHMARKS = [
+    "benchmarks/scaling.py",
+    "benchmarks/ising_numpyro.py",
+    "benchmarks/ising_pyro.py",
+    "benchmarks/mixed_gibbs.py",
+    "benchmarks/rbm_acs.py",
+    "benchmarks/ab_targets.py",
+    "benchmarks/esh_targets.py",
+    "benchmarks/ucd_couplings.py",
+]
+EXTRA_ARGS = {
+    "examples/binary_bnn.py": ["--dataset", "both"],
+    "examples/pyro_binary_bnn.py": ["--dataset", "both"],
+    "benchmarks/ising_numpyro.py": ["--repeats", "1"],
+}
+#: scripts that write their figure to --out (the others write under examples/figures/)
+TAKES_OUT = {s for s in EXAMPLES if not Path(s).name.startswith("ebm_")}
+
+
+def test_every_example_is_tested():
+    scripts = {f"examples/{p.name}" for p in (ROOT / "examples").glob("*.py")}
+    assert scripts - {"examples/bnn_data.py"} == set(EXAMPLES)
 
 
 @pytest.mark.parametrize(
     "script",
-    [
-        "examples/binary_bnn.py",
-        pytest.param("examples/variable_selection.py", marks=SLOW),
-        # the code of these is tested directly (ACS/AB tests, tests/*/test_ebm.py);
-        # their smoke runs are behind slow to keep the default run under ten minutes
-        pytest.param("examples/multimodal_acs.py", marks=SLOW),
-        pytest.param("examples/ebm_bars_and_stripes.py", marks=SLOW),
-        pytest.param("examples/ebm_ising.py", marks=SLOW),
-        pytest.param("examples/ebm_digits.py", marks=SLOW),
-        # Pyro compositions with NUTS and ESH run by default in the peer-model and ESH tests
-        pytest.param("examples/pyro_mixture.py", marks=SLOW),
-        pytest.param("benchmarks/scaling.py", marks=SLOW),
-        pytest.param("benchmarks/ising_numpyro.py", marks=SLOW),
-        pytest.param("benchmarks/ising_pyro.py", marks=SLOW),
-        pytest.param("benchmarks/mixed_gibbs.py", marks=SLOW),
-        pytest.param("benchmarks/rbm_acs.py", marks=SLOW),
-        pytest.param("benchmarks/ab_targets.py", marks=SLOW),
-        pytest.param("benchmarks/esh_targets.py", marks=SLOW),
-        pytest.param("benchmarks/ucd_couplings.py", marks=SLOW),
-    ],
+    [pytest.param(s, marks=EXAMPLE) for s in EXAMPLES]
+    + [pytest.param(s, marks=SLOW) for s in BENCHMARKS],
 )
-def test_script_runs(script):
-    args = [sys.executable, str(ROOT / script), "--quick"]
-    if script.endswith("ising_numpyro.py"):
-        args += ["--repeats", "1"]
-    if script.endswith("binary_bnn.py"):
-        args += ["--num-chains", "1"]  # sequential chains compile once each: one is enough
+def test_script_runs(script, tmp_path):
+    args = [sys.executable, str(ROOT / script), "--quick", *EXTRA_ARGS.get(script, [])]
+    if script in TAKES_OUT:
+        args += ["--out", str(tmp_path)]
     env = dict(os.environ, MPLBACKEND="Agg")
-    out = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "|" in out.stdout or "wrote" in out.stdout  # printed its table or wrote its figure
+    if script in TAKES_OUT and "wrote" in out.stdout:
+        assert list(tmp_path.glob("*.png")), "the script said it wrote a figure, but none is there"

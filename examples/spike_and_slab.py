@@ -1,0 +1,123 @@
+"""Bayesian variable selection with spike-and-slab indicators next to continuous coefficients
+(NumPyro): DMALA on the indicators and NUTS on the coefficients, in ``numpyro.infer.Gibbs``.
+
+The diabetes data of scikit-learn (442 patients, 10 standardised predictors, standardised
+target): ``gamma_j ~ Bernoulli(0.2)`` says whether predictor ``j`` enters, its coefficient is
+``beta_j ~ Normal(0, 1)``, and ``y ~ Normal(X (gamma * beta), sigma)`` with
+``sigma ~ HalfNormal(1)``. The same model is also sampled by NumPyro's own
+``DiscreteHMCGibbs`` (NUTS with a one-site Gibbs move on the indicators), the reference a
+NumPyro user has today; the posterior inclusion probabilities of the two must agree. DMALA uses
+exact differences for the indicators (``exact_sites=["gamma"]``): the gradient misjudges
+switching a predictor on next to its coefficient (see the comment in ``main``). The script
+prints the ArviZ summaries and both samplers' inclusion probabilities, and writes
+``examples/figures/spike_and_slab.png`` (inclusion probabilities, and the trace of the model
+size).
+
+Run ``python examples/spike_and_slab.py`` (``--quick`` for the reduced mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import arviz as az
+import jax
+import jax.numpy as jnp
+import matplotlib
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from numpyro.infer import MCMC, NUTS, DiscreteHMCGibbs, Gibbs
+from numpyro.infer.gibbs import discrete_latent_sites
+from sklearn.datasets import load_diabetes
+
+import numpyro_ext as nx
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def load_data():
+    data = load_diabetes()
+    x = (data.data - data.data.mean(0)) / data.data.std(0)
+    y = (data.target - data.target.mean()) / data.target.std()
+    return jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32), data.feature_names
+
+
+def model(x, y=None):
+    gamma = numpyro.sample("gamma", dist.Bernoulli(0.2).expand([x.shape[1]]))
+    beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([x.shape[1]]))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+    numpyro.sample("y", dist.Normal(x @ (gamma * beta), sigma), obs=y)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="reduced mode (the test suite's)")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "figures"))
+    args = parser.parse_args()
+    num_warmup, num_samples, num_chains = (50, 50, 1) if args.quick else (1000, 4000, 2)
+    x, y, names = load_data()
+    # exact differences for gamma: switching gamma_j on next to a coefficient beta_j changes the
+    # fit by about n * beta_j^2 / sigma^2 more than the gradient says (hundreds of nats here).
+    # With the gradient the chains froze after the first steps of warmup (the step size adapted
+    # down until only proposals equal to the current state were accepted), and the kernel warns
+    # about it: "made no move in the last 500 of its 1000 warmup steps on sites ['gamma']".
+    # The setup check of exact_sites="auto", made at the start values, did not catch it here.
+    discrete = nx.DMALA(model, exact_sites=["gamma"])
+    dmala = Gibbs([(discrete, discrete_latent_sites), (NUTS(model), None)])
+    samplers = {
+        "Gibbs(DMALA, NUTS)": (dmala, nx.gibbs_fields(dmala)),
+        "DiscreteHMCGibbs(NUTS)": (DiscreteHMCGibbs(NUTS(model)), ()),
+    }
+    results = {}
+    for name, (kernel, fields) in samplers.items():
+        mcmc = MCMC(
+            kernel,
+            num_warmup=num_warmup,
+            num_samples=num_samples,
+            num_chains=num_chains,
+            chain_method="sequential",
+            progress_bar=False,
+        )
+        start = time.perf_counter()
+        mcmc.run(jax.random.key(0), x, y, extra_fields=fields)
+        seconds = time.perf_counter() - start
+        idata = nx.to_arviz(mcmc)
+        results[name] = idata
+        print(f"\n{name}: {seconds:.1f} s for {num_chains} chains x ({num_warmup} + {num_samples})")
+        print(az.summary(idata, var_names=["gamma", "beta", "sigma"]).iloc[:, [0, 1, 5, 6, 8]])
+        if fields:
+            stats = ["dmala_acceptance_rate", "dmala_hamming_distance", "nuts_diverging"]
+            print(az.summary(idata.sample_stats, var_names=stats).iloc[:, :4])
+
+    print("\nposterior inclusion probabilities")
+    print("| predictor | " + " | ".join(results) + " |")
+    print("| --- | --- | --- |")
+    inclusion = {n: idata.posterior["gamma"].values.mean((0, 1)) for n, idata in results.items()}
+    for j, feature in enumerate(names):
+        print(f"| {feature} | " + " | ".join(f"{p[j]:.2f}" for p in inclusion.values()) + " |")
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    width = 0.4
+    for k, (name, p) in enumerate(inclusion.items()):
+        axes[0].bar(np.arange(len(names)) + (k - 0.5) * width, p, width, label=name)
+    axes[0].set_xticks(range(len(names)), names)
+    axes[0].set_ylabel("posterior inclusion probability")
+    axes[0].legend(fontsize=8)
+    for name, idata in results.items():
+        size = idata.posterior["gamma"].values.sum(-1)[0]
+        axes[1].plot(size + (0.1 if "DMALA" in name else -0.1), lw=0.5, label=name)
+    axes[1].set_title("model size, chain 0")
+    axes[1].set_xlabel("draw")
+    fig.tight_layout()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out / "spike_and_slab.png", dpi=110)
+    print(f"\nwrote {out / 'spike_and_slab.png'}")
+
+
+if __name__ == "__main__":
+    main()
