@@ -45,14 +45,21 @@ from numpyro.infer import MCMC, DiscreteGibbs
 import numpyro_ext as nx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bnn_data import PAPER_WIDTH, Data, load  # noqa: E402
+from bnn_data import (  # noqa: E402
+    PAPER_WIDTH,
+    Data,
+    add_arguments,
+    error_name,
+    load,
+    print_summaries,
+    results_table,
+)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 OUTPUT_SCALE = 3.0  # logit scale of the classification output
 NOISE = 0.7  # regression noise, standardised units
-SAMPLERS = ("DMALA", "DULA", "GWG", "AB", "ACS", "DiscreteGibbs")
 
 
 def network_output(b1: jax.Array, b2: jax.Array, x: jax.Array) -> jax.Array:
@@ -194,10 +201,6 @@ def evaluate(draws, data: Data):
     return np.asarray(train_ll), error
 
 
-def error_name(data: Data) -> str:
-    return "test error rate" if data.task == "classification" else "test RMSE"
-
-
 def run_dataset(data: Data, hidden: int, args) -> dict:
     print(
         f"\n== {data.name} ({data.task}): {len(data.y_train)} training / {len(data.y_test)} "
@@ -212,44 +215,17 @@ def run_dataset(data: Data, hidden: int, args) -> dict:
         train_ll, error = evaluate(draws, data)
         idata = az.from_numpyro(mcmc, log_likelihood=False)
         idata.posterior["train_log_lik"] = (("chain", "draw"), train_ll)
-        results[name] = dict(idata=idata, times=times, train_ll=train_ll, error=error, mcmc=mcmc)
-
-    print(
-        "\nArviZ summary of the training log-likelihood per row. The weights themselves are not\n"
-        "identifiable (flipping every sign into and out of a hidden unit leaves the network\n"
-        "unchanged, tanh being odd), so judge mixing by functions of the network like this one."
-    )
-    summaries = [
-        az.summary(r["idata"], var_names=["train_log_lik"]).rename(index={"train_log_lik": name})
-        for name, r in results.items()
-    ]
-    import pandas as pd
-
-    print(pd.concat(summaries).to_string())
-    if "DMALA" in results:
-        print("\nArviZ summary of DMALA's sampler statistics")
-        stats = ["acceptance_rate", "step_size", "hamming_distance"]
-        print(az.summary(results["DMALA"]["idata"].sample_stats, var_names=stats).iloc[:, :4])
-
-    header = (
-        f"| sampler | seconds | steps per chain | train log-lik per row | {error_name(data)} "
-        "| ESS train log-lik | ESS/s | ESS/s vs DiscreteGibbs |"
-    )
-    table = [header, "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    rates = {}
-    for name, r in results.items():
-        ess = float(az.ess(r["idata"], var_names=["train_log_lik"])["train_log_lik"])
-        rates[name] = (ess, ess / r["times"][-1])
-    for name, r in results.items():
-        ess, rate = rates[name]
-        mcmc = r["mcmc"]
-        reference = rates.get("DiscreteGibbs", (0.0, 0.0))[1]
-        versus = f"{rate / reference:.1f}x" if reference > 0 else "-"
-        later = r["train_ll"][:, r["train_ll"].shape[1] // 2 :]
-        table.append(
-            f"| {name} | {r['times'][-1]:.1f} | {mcmc.num_samples} | {later.mean():.3f} "
-            f"| {r['error'][-1]:.3f} | {ess:.0f} | {rate:.1f} | {versus} |"
+        results[name] = dict(
+            idata=idata,
+            times=times,
+            train_ll=train_ll,
+            error=error,
+            seconds=times[-1],
+            steps=mcmc.num_samples,
         )
+
+    print_summaries(results)
+    table = results_table(results, data)
     print("\n" + "\n".join(table))
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
@@ -302,23 +278,8 @@ def write_doc(data: Data, hidden: int, args, table: list) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="reduced mode (the test suite's)")
-    parser.add_argument(
-        "--dataset", choices=["breast_cancer", "diabetes", "both"], default="breast_cancer"
-    )
-    parser.add_argument("--hidden", type=int, default=32, help="hidden units")
-    parser.add_argument(
-        "--paper-width",
-        action="store_true",
-        help=f"hidden units per data set as in the paper's run ({PAPER_WIDTH})",
-    )
-    parser.add_argument("--seconds", type=float, default=10.0, help="wall time per sampler")
-    parser.add_argument("--num-chains", type=int, default=4)
-    parser.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
+    add_arguments(parser, seconds=10.0, chains=4)
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "figures"))
-    parser.add_argument(
-        "--write-doc", action="store_true", help="write the tables into docs/benchmarks.md"
-    )
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.num_chains = 1.0, 2

@@ -1,5 +1,6 @@
-"""Data for the binary Bayesian neural network examples (NumPy only, shared by the NumPyro and
-the Pyro script): two data sets that ship with scikit-learn, so the examples run offline.
+"""Data and reports for the binary Bayesian neural network examples, shared by the NumPyro and
+the Pyro script (NumPy, pandas and ArviZ; no PPL): two data sets that ship with scikit-learn, so
+the examples run offline, and the summaries and table both scripts print.
 
 ``load("breast_cancer")``: 569 tumours, 30 features, a binary label (classification).
 ``load("diabetes")``: 442 patients, 10 features, disease progression after a year
@@ -10,6 +11,7 @@ are split 80 / 20 into training and test sets, as in App. I.5 of Zhang et al. (2
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,3 +64,80 @@ def load(name: str, seed: int = 0) -> Data:
         y = (y - y_mean) / scale
     as32 = lambda a: np.ascontiguousarray(a, dtype=np.float32)  # noqa: E731
     return Data(name, task, as32(x[train]), as32(y[train]), as32(x[test]), as32(y[test]), scale)
+
+
+SAMPLERS = ("DMALA", "DULA", "GWG", "AB", "ACS", "DiscreteGibbs")
+
+
+def add_arguments(parser: argparse.ArgumentParser, seconds: float, chains: int) -> None:
+    """The command line both scripts share."""
+    parser.add_argument("--quick", action="store_true", help="reduced mode (the test suite's)")
+    parser.add_argument(
+        "--dataset", choices=["breast_cancer", "diabetes", "both"], default="breast_cancer"
+    )
+    parser.add_argument("--hidden", type=int, default=32, help="hidden units")
+    parser.add_argument(
+        "--paper-width", action="store_true", help=f"hidden units per data set {PAPER_WIDTH}"
+    )
+    parser.add_argument("--seconds", type=float, default=seconds, help="wall time per sampler")
+    parser.add_argument("--num-chains", type=int, default=chains)
+    parser.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
+    parser.add_argument("--write-doc", action="store_true", help="tables into docs/benchmarks.md")
+
+
+def error_name(data: Data) -> str:
+    return "test error rate" if data.task == "classification" else "test RMSE"
+
+
+def print_summaries(results: dict) -> None:
+    """ArviZ summaries: the training log-likelihood per sampler, DMALA's statistics.
+
+    ``results[name]`` holds ``idata`` with ``train_log_lik`` in its posterior.
+    """
+    import arviz as az
+    import pandas as pd
+
+    print(
+        "\nArviZ summary of the training log-likelihood per row. The weights themselves are not\n"
+        "identifiable (flipping every sign into and out of a hidden unit leaves the network\n"
+        "unchanged, tanh being odd), so judge mixing by functions of the network like this one."
+    )
+    summaries = [
+        az.summary(r["idata"], var_names=["train_log_lik"]).rename(index={"train_log_lik": name})
+        for name, r in results.items()
+    ]
+    print(pd.concat(summaries).to_string())
+    if "DMALA" in results:
+        print("\nArviZ summary of DMALA's sampler statistics")
+        stats = ["acceptance_rate", "step_size", "hamming_distance"]
+        print(az.summary(results["DMALA"]["idata"].sample_stats, var_names=stats).iloc[:, :4])
+
+
+def results_table(results: dict, data: Data) -> list[str]:
+    """Markdown rows: seconds, steps, training log-likelihood (second half of the draws), final
+    test error, ESS of the training log-likelihood, ESS/s and its ratio to DiscreteGibbs's.
+
+    ``results[name]`` holds ``idata``, ``seconds``, ``steps``, ``train_ll`` (chains, draws) and
+    ``error`` (the test error after each draw, in time order).
+    """
+    import arviz as az
+
+    table = [
+        f"| sampler | seconds | steps per chain | train log-lik per row | {error_name(data)} "
+        "| ESS train log-lik | ESS/s | ESS/s vs DiscreteGibbs |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    ess = {
+        name: float(az.ess(r["idata"], var_names=["train_log_lik"])["train_log_lik"])
+        for name, r in results.items()
+    }
+    rate = {name: ess[name] / r["seconds"] for name, r in results.items()}
+    reference = rate.get("DiscreteGibbs", 0.0)
+    for name, r in results.items():
+        versus = f"{rate[name] / reference:.1f}x" if reference > 0 else "-"
+        later = r["train_ll"][:, r["train_ll"].shape[1] // 2 :]
+        table.append(
+            f"| {name} | {r['seconds']:.1f} | {r['steps']} | {later.mean():.3f} "
+            f"| {r['error'][-1]:.3f} | {ess[name]:.0f} | {rate[name]:.1f} | {versus} |"
+        )
+    return table

@@ -27,7 +27,6 @@ from pathlib import Path
 import arviz as az
 import matplotlib
 import numpy as np
-import pandas as pd
 import pyro
 import pyro.distributions as dist
 import torch
@@ -36,14 +35,21 @@ from pyro.infer import MCMC
 import pyro_ext as px
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bnn_data import PAPER_WIDTH, Data, load  # noqa: E402
+from bnn_data import (  # noqa: E402
+    PAPER_WIDTH,
+    Data,
+    add_arguments,
+    error_name,
+    load,
+    print_summaries,
+    results_table,
+)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 OUTPUT_SCALE = 3.0  # logit scale of the classification output
 NOISE = 0.7  # regression noise, standardised units
-SAMPLERS = ("DMALA", "DULA", "GWG", "AB", "ACS", "DiscreteGibbs")
 
 
 def network_output(b1: torch.Tensor, b2: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -164,10 +170,6 @@ def evaluate(draws, times, data: Data):
     return train_ll, times.ravel()[order], error
 
 
-def error_name(data: Data) -> str:
-    return "test error rate" if data.task == "classification" else "test RMSE"
-
-
 def run_dataset(data: Data, hidden: int, args) -> None:
     print(
         f"\n== {data.name} ({data.task}): {len(data.y_train)} training / {len(data.y_test)} "
@@ -182,40 +184,17 @@ def run_dataset(data: Data, hidden: int, args) -> None:
         train_ll, error_times, error = evaluate(draws, times, data)
         idata.posterior["train_log_lik"] = (("chain", "draw"), train_ll)
         results[name] = dict(
-            idata=idata, times=times, train_ll=train_ll, error_times=error_times, error=error
+            idata=idata,
+            times=times,
+            train_ll=train_ll,
+            error_times=error_times,
+            error=error,
+            seconds=float(times.max()),
+            steps=num_samples,
         )
-        results[name]["steps"] = num_samples
 
-    print("\nArviZ summary of the training log-likelihood per row (the weights themselves are")
-    print("not identifiable: flipping every sign into and out of a hidden unit changes nothing)")
-    summaries = [
-        az.summary(r["idata"], var_names=["train_log_lik"]).rename(index={"train_log_lik": name})
-        for name, r in results.items()
-    ]
-    print(pd.concat(summaries).to_string())
-    if "DMALA" in results:
-        print("\nArviZ summary of DMALA's sampler statistics")
-        stats = ["acceptance_rate", "step_size", "hamming_distance"]
-        print(az.summary(results["DMALA"]["idata"].sample_stats, var_names=stats).iloc[:, :4])
-
-    table = [
-        f"| sampler | seconds | steps per chain | train log-lik per row | {error_name(data)} "
-        "| ESS train log-lik | ESS/s | ESS/s vs DiscreteGibbs |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    rates = {}
-    for name, r in results.items():
-        ess = float(az.ess(r["idata"], var_names=["train_log_lik"])["train_log_lik"])
-        rates[name] = (ess, ess / r["times"].max())
-    for name, r in results.items():
-        ess, rate = rates[name]
-        reference = rates.get("DiscreteGibbs", (0.0, 0.0))[1]
-        versus = f"{rate / reference:.1f}x" if reference > 0 else "-"
-        later = r["train_ll"][:, r["train_ll"].shape[1] // 2 :]
-        table.append(
-            f"| {name} | {r['times'].max():.1f} | {r['steps']} | {later.mean():.3f} "
-            f"| {r['error'][-1]:.3f} | {ess:.0f} | {rate:.1f} | {versus} |"
-        )
+    print_summaries(results)
+    table = results_table(results, data)
     print("\n" + "\n".join(table))
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
@@ -265,17 +244,8 @@ def run_dataset(data: Data, hidden: int, args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="reduced mode (the test suite's)")
-    parser.add_argument(
-        "--dataset", choices=["breast_cancer", "diabetes", "both"], default="breast_cancer"
-    )
-    parser.add_argument("--hidden", type=int, default=32, help="hidden units")
-    parser.add_argument("--paper-width", action="store_true", help=f"hidden units {PAPER_WIDTH}")
-    parser.add_argument("--seconds", type=float, default=20.0, help="wall time per sampler")
-    parser.add_argument("--num-chains", type=int, default=2)
-    parser.add_argument("--samplers", nargs="+", default=list(SAMPLERS), choices=SAMPLERS)
+    add_arguments(parser, seconds=20.0, chains=2)
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "figures"))
-    parser.add_argument("--write-doc", action="store_true", help="tables into docs/benchmarks.md")
     args = parser.parse_args()
     torch.set_default_dtype(torch.float32)
     names = ["breast_cancer", "diabetes"] if args.dataset == "both" else [args.dataset]
