@@ -124,9 +124,9 @@ def sample_for(name, data: Data, hidden, num_chains, seconds, key, calibrated=Tr
 
     Calibrated first (not counted), then one ``warmup`` and one ``run`` call, as a user would
     run it, with as many steps as fill the budget. Returns the draws grouped by chain (each leaf
-    (chains, draws, ...)), the second at which each kept draw was made, and the MCMC objects of
-    the warmup and of the run. ``calibrated=False`` (the reduced mode) skips the calibration
-    and takes the fewest steps.
+    (chains, draws, ...)), the second at which each kept draw was made, and the MCMC object of
+    the run. ``calibrated=False`` (the reduced mode) skips the calibration and takes the
+    fewest steps.
     """
     gibbs = name == "DiscreteGibbs"
     chain_method = "sequential" if gibbs else "vectorized"

@@ -66,5 +66,5 @@ def test_script_runs(script, tmp_path):
     out = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "|" in out.stdout or "wrote" in out.stdout  # printed its table or wrote its figure
-    if script in TAKES_OUT and "wrote" in out.stdout:
-        assert list(tmp_path.glob("*.png")), "the script said it wrote a figure, but none is there"
+    if script in TAKES_OUT:  # the reduced mode draws the figure too, so its code cannot rot
+        assert list(tmp_path.glob("*.png")), "no figure written"
