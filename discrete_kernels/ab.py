@@ -37,6 +37,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from array_api_compat import device as _device
+
 from ._xp import Array, array_namespace, python_loop
 from .domains import Categorical, Domain
 from .proposals import dlp_leaf_log_prob, dlp_leaf_logits, dlp_leaf_sample
@@ -144,8 +146,8 @@ class QuadraticStats(NamedTuple):
 def quadratic_stats_init(dim: int, like: Array) -> QuadraticStats:
     """Empty statistics for ``dim`` coordinates, dtype of ``like``."""
     xp = array_namespace(like)
-    zeros = xp.zeros((dim, dim), dtype=like.dtype)
-    return QuadraticStats(zeros, zeros, xp.zeros((), dtype=like.dtype))
+    zeros = xp.zeros((dim, dim), dtype=like.dtype, device=_device(like))
+    return QuadraticStats(zeros, zeros, xp.zeros_like(zeros[0, 0]))
 
 
 def quadratic_stats_update(
@@ -170,7 +172,7 @@ def fit_coupling(stats: QuadraticStats, ridge: float = 1e-6) -> Array:
     xp = array_namespace(stats.gram)
     c, q = xp.linalg.eigh(stats.gram)
     dim = c.shape[0]
-    scale = xp.maximum(xp.sum(c) / dim, xp.asarray(1e-12, dtype=c.dtype))
+    scale = xp.maximum(xp.sum(c) / dim, xp.full_like(c[0], 1e-12))
     c = xp.maximum(c, xp.zeros_like(c)) + ridge * scale
     rhs = stats.cross + xp.matrix_transpose(stats.cross)
     rotated = xp.matrix_transpose(q) @ rhs @ q
@@ -197,21 +199,21 @@ def _repair(w: Array, diag: Array) -> Array:
 
 def _diag_matrix(v: Array) -> Array:
     xp = array_namespace(v)
-    return xp.eye(v.shape[0], dtype=v.dtype) * v[None, :]
+    return xp.eye(v.shape[0], dtype=v.dtype, device=_device(v)) * v[None, :]
 
 
 def diagonal_shift(w: Array, epsilon: float = 0.0) -> Array:
     """AB-shift: ``D = max(epsilon, -lambda_min(W)) I`` (Martens and Sutskever), shape (d,)."""
     xp = array_namespace(w)
     lowest = _min_eigenvalue(w)
-    value = xp.maximum(-lowest, xp.asarray(epsilon, dtype=w.dtype))
-    return xp.ones((w.shape[0],), dtype=w.dtype) * value
+    value = xp.maximum(-lowest, xp.full_like(lowest, epsilon))
+    return xp.ones_like(w[0]) * value
 
 
 def _spectral_norm(w: Array) -> Array:
     xp = array_namespace(w)
     values = xp.linalg.eigvalsh(w)
-    return xp.maximum(xp.max(xp.abs(values)), xp.asarray(1e-12, dtype=w.dtype))
+    return xp.maximum(xp.max(xp.abs(values)), xp.full_like(values[0], 1e-12))
 
 
 def min_trace_dual(
@@ -262,8 +264,7 @@ def diagonal_min_max_eigenvalue(w: Array, num_iters: int = 100, loop: Loop = pyt
     keeping the best iterate.
     """
     xp = array_namespace(w)
-    dim = w.shape[0]
-    start = xp.zeros((dim,), dtype=w.dtype)
+    start = xp.zeros_like(w[0])
     values = xp.linalg.eigvalsh(w)
     spread0 = values[-1] - values[0]
 
@@ -278,7 +279,7 @@ def diagonal_min_max_eigenvalue(w: Array, num_iters: int = 100, loop: Loop = pyt
         rate = spread0 / (xp.sqrt(k + 1.0))
         return diag - rate * gradient, best, best_spread, k + 1.0
 
-    carry = (start, start, spread0, xp.zeros((), dtype=w.dtype))
+    carry = (start, start, spread0, xp.zeros_like(spread0))
     _, best, _, _ = loop(num_iters, body, carry)
     # shift so that lambda_min(W + D) = 0, then D >= 0
     return _repair(w, best - xp.min(best))
@@ -596,22 +597,24 @@ def ab_options(
 def ab_tuner_init(config: ABConfig, like: Array) -> ABTunerState:
     """Tuner at ``(sigma, balance)`` of ``config``; dtype of ``like``."""
     xp = array_namespace(like)
-    scalar = lambda v: xp.asarray(v, dtype=like.dtype)  # noqa: E731
+    device = _device(like)
+    scalar = lambda v: xp.asarray(v, dtype=like.dtype, device=device)  # noqa: E731
+    integer = lambda v: xp.asarray(v, device=device)  # noqa: E731
     zero = scalar(0.0)
     return ABTunerState(
         sigma=scalar(config.sigma),
         balance=scalar(config.balance),
         rate=scalar(config.rate),
-        coordinate=xp.asarray(0),
-        probe=xp.asarray(0),
-        count=xp.asarray(0),
+        coordinate=integer(0),
+        probe=integer(0),
+        count=integer(0),
         jump_base=zero,
         jump_plus=zero,
         jump_minus=zero,
         round_sigma=scalar(config.sigma),
         round_balance=scalar(config.balance),
-        sigma_streak=xp.asarray(0),
-        balance_streak=xp.asarray(0),
+        sigma_streak=integer(0),
+        balance_streak=integer(0),
     )
 
 
@@ -649,7 +652,8 @@ def ab_tuner_parameters(
     """``(sigma, balance)`` of the next step: the probe's values while ``tuning``, otherwise
     the current best."""
     xp = array_namespace(state.sigma)
-    factor = xp.where(xp.asarray(tuning), _probe_factor(state, config), xp.ones_like(state.rate))
+    tuning = xp.asarray(tuning, device=_device(state.sigma))
+    factor = xp.where(tuning, _probe_factor(state, config), xp.ones_like(state.rate))
     on_sigma = state.coordinate == 0
     sigma = xp.where(on_sigma, state.sigma * factor, state.sigma)
     balance = xp.where(on_sigma, state.balance, _clip_balance(state.balance * factor, config))

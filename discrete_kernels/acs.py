@@ -43,6 +43,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from array_api_compat import device as _device
+
 from ._xp import Array, array_namespace
 from .adaptation import dlp_step_size_bounds
 from .domains import domain_step_scale
@@ -106,7 +108,8 @@ def cyclical_balance(k: Array, beta_schedule: Array) -> Array:
     """``beta_k = beta_schedule[k mod s]``."""
     xp = array_namespace(beta_schedule)
     s = beta_schedule.shape[0]
-    return xp.sum(xp.where(xp.arange(s) == k % s, beta_schedule, xp.zeros_like(beta_schedule)))
+    positions = xp.arange(s, device=_device(beta_schedule))
+    return xp.sum(xp.where(positions == k % s, beta_schedule, xp.zeros_like(beta_schedule)))
 
 
 class ACSTunerState(NamedTuple):
@@ -162,18 +165,20 @@ def acs_tuner_init(
     xp = array_namespace(like)
     dtype = like.dtype
     s = config.steps_per_cycle
-    scalar = lambda v: xp.asarray(v, dtype=dtype)  # noqa: E731
+    device = _device(like)
+    scalar = lambda v: xp.asarray(v, dtype=dtype, device=device)  # noqa: E731
+    integer = lambda v: xp.asarray(v, device=device)  # noqa: E731
     if beta_schedule is None:
-        beta = xp.full((s,), config.beta_max, dtype=dtype)
+        beta = xp.full((s,), config.beta_max, dtype=dtype, device=device)
     else:
-        beta = xp.asarray(beta_schedule, dtype=dtype)
+        beta = xp.asarray(beta_schedule, dtype=dtype, device=device)
     ceil = config.alpha_ceil
     if config.search == "range":
         ceil = max(ceil, domain_scale)
-    false = xp.asarray(False)
+    false = integer(False)
     return ACSTunerState(
-        phase=xp.asarray(DONE if tuned else _next_phase(config, BURNIN - 1)),
-        count=xp.asarray(0),
+        phase=integer(DONE if tuned else _next_phase(config, BURNIN - 1)),
+        count=integer(0),
         alpha_min=scalar(config.alpha_floor if alpha_min is None else alpha_min),
         alpha_max=scalar(ceil if alpha_max is None else alpha_max),
         rho=scalar(0.0),
@@ -181,7 +186,7 @@ def acs_tuner_init(
         best_value=scalar(0.0),
         best_accept=scalar(-1.0),
         beta_schedule=beta,
-        cycle_position=xp.asarray(0),
+        cycle_position=integer(0),
         direction=scalar(1.0),
         bracketed=false,
         width=scalar(0.0),
@@ -224,7 +229,7 @@ def _alpha_candidate(state: ACSTunerState, config: ACSConfig, maximum: bool) -> 
         # narrowing: geometric points on [bound e^-width, bound e^width]
         narrow = bound * xp.exp(state.width * (2 * fraction - 1))
         # outside dlp_step_size_bounds every step size proposes the same moves
-        low = xp.asarray(dlp_step_size_bounds(0.0)[0], dtype=bound.dtype)
+        low = xp.asarray(dlp_step_size_bounds(0.0)[0], dtype=bound.dtype, device=_device(bound))
         candidate = xp.where(state.bracketed, narrow, expand)
         return xp.minimum(xp.maximum(candidate, low), state.alpha_limit)
     gap = xp.abs(config.target_accept_prob - state.rho)
@@ -251,10 +256,10 @@ def acs_step_parameters(state: ACSTunerState, config: ACSConfig) -> tuple[Array,
     burn-in without MH correction."""
     xp = array_namespace(state.alpha_min)
     s = config.steps_per_cycle
-    ceil = xp.asarray(config.alpha_ceil, dtype=state.alpha_min.dtype)
-    floor = xp.asarray(config.alpha_floor, dtype=state.alpha_min.dtype)
-    half = xp.asarray(0.5, dtype=state.alpha_min.dtype)
-    beta_max = xp.asarray(config.beta_max, dtype=state.alpha_min.dtype)
+    like = state.alpha_min
+    scalar = lambda v: xp.asarray(v, dtype=like.dtype, device=_device(like))  # noqa: E731
+    ceil, floor = scalar(config.alpha_ceil), scalar(config.alpha_floor)
+    half, beta_max = scalar(0.5), scalar(config.beta_max)
     # phase 1: naive cycle, alpha from ceil to floor and beta from beta_max to 1/2 (Eq. 8)
     naive_alpha = cyclical_step_size(state.count, s, ceil, floor)
     naive_beta = xp.maximum(cyclical_step_size(state.count, s, beta_max, half), half)
@@ -339,7 +344,9 @@ def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig
     round_below = round_below & ~round_done
     position = count // t  # the position whose round just ended is count // t
     beta_schedule = xp.where(
-        round_done & in_balance & (xp.arange(s) == position), best_value, state.beta_schedule
+        round_done & in_balance & (xp.arange(s, device=_device(position)) == position),
+        best_value,
+        state.beta_schedule,
     )
     # a new round starts from scratch
     best_gap = xp.where(round_done, xp.full_like(best_gap, math.inf), best_gap)
@@ -352,9 +359,10 @@ def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig
         config.alpha_rounds * t,
         (s - 1) * t,
     ]
-    length = _select(phase, [xp.asarray(n) for n in phase_length] + [xp.asarray(-1)])
+    integer = lambda v: xp.asarray(v, device=_device(phase))  # noqa: E731
+    length = _select(phase, [integer(n) for n in phase_length] + [integer(-1)])
     advance = (count == length) & (phase != DONE)
-    following = _select(phase, [xp.asarray(_next_phase(config, p)) for p in range(DONE + 1)])
+    following = _select(phase, [integer(_next_phase(config, p)) for p in range(DONE + 1)])
     new_phase = xp.where(advance, following, phase)
     # entering a new EstimateAlpha search: its acceptance memory starts at 0 (Alg. 4, line 1)
     rho = xp.where(advance & (phase == ALPHA_MIN), xp.zeros_like(rho), rho)
@@ -370,7 +378,7 @@ def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig
     alpha_min = xp.where(entering_balance, low, alpha_min)
     alpha_max = xp.where(entering_balance, high, alpha_max)
     beta_schedule = xp.where(
-        entering_balance & (xp.arange(s) == 0),
+        entering_balance & (xp.arange(s, device=_device(beta_schedule)) == 0),
         xp.full_like(beta_schedule, config.beta_max),
         beta_schedule,
     )
@@ -410,7 +418,7 @@ def acs_finish_tuning(state: ACSTunerState, config: ACSConfig) -> ACSTunerState:
         running.append(xp.minimum(running[-1], beta[k]))
     beta = xp.stack(running)
     return state._replace(
-        phase=xp.asarray(DONE),
+        phase=xp.full_like(state.phase, DONE),
         count=xp.zeros_like(state.count),
         alpha_min=low,
         alpha_max=high,
@@ -450,9 +458,9 @@ def acs_pcd_step_parameters(
     ``(alpha_min, 1/2)`` (Alg. 6, lines 12-26)."""
     xp = array_namespace(alpha_max)
     explore = (iteration % config.steps_per_cycle) == 0
-    beta_max = xp.asarray(config.beta_max, dtype=alpha_max.dtype)
+    beta_max = xp.full_like(alpha_max, config.beta_max)
     alpha = xp.where(explore, alpha_max, alpha_min)
-    beta = xp.where(explore, beta_max, xp.asarray(0.5, dtype=alpha_max.dtype))
+    beta = xp.where(explore, beta_max, xp.full_like(alpha_max, 0.5))
     return alpha, beta, ~(explore & (step == 0))
 
 

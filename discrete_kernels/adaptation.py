@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
+
+from array_api_compat import device as _device
 
 from ._xp import Array, array_namespace
 
@@ -57,7 +60,7 @@ def dual_averaging_init(step_size: Array) -> DualAveragingState:
     xp = array_namespace(step_size)
     log_step = xp.log(step_size)
     zero = xp.zeros_like(log_step)
-    return DualAveragingState(log_step, zero, zero, zero, log_step + xp.log(xp.asarray(10.0)))
+    return DualAveragingState(log_step, zero, zero, zero, log_step + math.log(10.0))
 
 
 def dual_averaging_update(
@@ -74,7 +77,9 @@ def dual_averaging_update(
     error_sum = (1.0 - weight) * state.error_sum + weight * (rule.target_accept_prob - accept_prob)
     log_step = state.prox_center - xp.sqrt(count) / rule.gamma * error_sum
     if bounds is not None:
-        low, high = (xp.log(xp.asarray(b, dtype=log_step.dtype)) for b in bounds)
+        low, high = (
+            xp.log(xp.asarray(b, dtype=log_step.dtype, device=_device(log_step))) for b in bounds
+        )
         log_step = xp.minimum(xp.maximum(log_step, low), high)
     avg_weight = count ** (-rule.kappa)
     log_step_avg = avg_weight * log_step + (1.0 - avg_weight) * state.log_step_size_avg

@@ -45,7 +45,7 @@ class Binary:
     def candidate_values(self, like: Array) -> Array:
         """Candidate values ``[0, 1]`` in the float dtype of ``like``, shape (2,)."""
         xp = array_namespace(like)
-        return xp.asarray([0.0, 1.0], dtype=like.dtype)
+        return xp.asarray([0.0, 1.0], dtype=like.dtype, device=_device(like))
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,7 +99,7 @@ class Ordinal:
         """Candidate values ``low .. low + S - 1`` in the float dtype of ``like``, shape (S,)."""
         xp = array_namespace(like)
         values = np.arange(self.low, self.low + self.num_values, dtype=np.float64)
-        return xp.asarray(values, dtype=like.dtype)
+        return xp.asarray(values, dtype=like.dtype, device=_device(like))
 
     def valid_candidates(self, like: Array) -> Array | None:
         """Which candidates lie inside each coordinate's bounds, or None when all do.
@@ -143,7 +143,8 @@ class Categorical:
     def candidate_values(self, like: Array) -> Array:
         """Category indices ``0 .. K - 1`` in the float dtype of ``like``, shape (K,)."""
         xp = array_namespace(like)
-        return xp.asarray(np.arange(self.num_values, dtype=np.float64), dtype=like.dtype)
+        values = np.arange(self.num_values, dtype=np.float64)
+        return xp.asarray(values, dtype=like.dtype, device=_device(like))
 
 
 Domain = Binary | Ordinal | Categorical

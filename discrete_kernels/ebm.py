@@ -418,7 +418,7 @@ def maximal_coupling(
     log_px, log_qx = _take(log_p, x), _take(log_q, x)
     met = xp.log(uniform) <= log_qx - log_px
     y, done = x, met
-    rejections = xp.zeros(met.shape, dtype=xp.int32)
+    rejections = xp.zeros(met.shape, dtype=xp.int32, device=_device(met))
     for t in range(retry_uniforms.shape[0]):
         candidate = _categorical(log_q, draw_uniforms[t + 1])
         log_pc, log_qc = _take(log_p, candidate), _take(log_q, candidate)
@@ -503,7 +503,7 @@ def rbm_coupled_gibbs_step(
     met = xp.log(accept_uniform) <= log_q_over_p(first)
     v_xi, v_eta = first, first
     done_xi, done_eta = met, met
-    rejections = xp.zeros(met.shape, dtype=xp.int32)
+    rejections = xp.zeros(met.shape, dtype=xp.int32, device=_device(met))
     for t in range(retry_visible_uniforms.shape[0]):
         cand_xi, cand_eta = draws(retry_visible_uniforms[t])
         accept_xi = xp.log(retry_accept_uniforms[t][..., 0]) > log_q_over_p(cand_xi)
@@ -530,7 +530,7 @@ def ucd_weights(t: int | Array, k: int, met: Array) -> tuple[Array, Array]:
     traced loop counter).
     """
     xp = array_namespace(met)
-    step = xp.asarray(t)
+    step = xp.asarray(t, device=_device(met))
     correcting = xp.astype(~met & (step > k), xp.float32)
     return correcting + xp.astype(step == k, xp.float32), correcting
 

@@ -23,6 +23,8 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from array_api_compat import device as _device
+
 from ._xp import Array, array_namespace, python_loop
 from .adaptation import StepSizeAdaptation, dual_averaging_init, step_size_adaptation_update
 
@@ -216,7 +218,8 @@ def esh_trajectory(
     xp = array_namespace(start.x)
     h0 = esh_hamiltonian(start)
     zero = xp.zeros_like(start.r)
-    backward_steps = xp.asarray(backward_steps) if exact else xp.asarray(0)
+    device = _device(start.x)
+    backward_steps = xp.asarray(backward_steps if exact else 0, device=device)
     flipped = start._replace(u=-start.u)
 
     def body(carry):
@@ -264,13 +267,21 @@ def esh_trajectory(
 
             return leg_body
 
-        k0 = xp.asarray(0)
+        k0 = xp.asarray(0, device=_device(start.x))
         carry = (flipped, start, log_total, zero, selected, k0, k0)
         carry = run(backward_steps, leg(-1), carry)
         carry = (start,) + carry[1:5] + (k0, carry[6])
         _, sample, _, drift, selected, _, _ = run(num_steps - backward_steps, leg(1), carry)
         return sample, ESHTrajectoryInfo(drift, selected)
-    carry = (flipped, start, start, log_total, zero, selected, xp.asarray(0))
+    carry = (
+        flipped,
+        start,
+        start,
+        log_total,
+        zero,
+        selected,
+        xp.asarray(0, device=_device(start.x)),
+    )
     _, _, sample, _, drift, selected, _ = run(num_steps, body, carry)
     return sample, ESHTrajectoryInfo(drift, selected)
 
@@ -357,7 +368,7 @@ def esh_adapt_init(step_size: Array, num_steps: int, x: Array) -> ESHAdaptState:
     return ESHAdaptState(
         dual_averaging_init(step_size),
         step_size,
-        xp.asarray(num_steps, dtype=xp.int32),
+        xp.asarray(num_steps, dtype=xp.int32, device=_device(x)),
         xp.zeros_like(step_size),
         zeros,
         zeros,

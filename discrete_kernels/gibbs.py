@@ -68,13 +68,16 @@ def gibbs_site_proposal(
     """
     xp = array_namespace(log_weights)
     num_values = log_weights.shape[-1]
-    index = xp.arange(num_values)
+    index = xp.arange(num_values, device=_device(log_weights))
     is_current = index == current[..., None]
     neg_inf = xp.full_like(log_weights, -xp.inf)
     w = xp.where(xp.isnan(log_weights), neg_inf, log_weights)
     if valid is not None:
         w = xp.where(valid, w, neg_inf)
-    allowed = xp.ones(num_values, dtype=xp.bool) if valid is None else valid
+    if valid is None:
+        allowed = xp.ones(num_values, dtype=xp.bool, device=_device(log_weights))
+    else:
+        allowed = valid
     if modified:
         allowed = allowed & ~is_current
     if random_walk:
@@ -104,7 +107,7 @@ def _with_entry(flat: Array, k: int, value: int) -> Array:
     """``flat`` with entry ``k`` set to ``value`` (a copy, on ``flat``'s device)."""
     xp = array_namespace(flat)
     positions = xp.arange(flat.shape[0], device=_device(flat))
-    return xp.where(positions == k, xp.asarray(value, dtype=flat.dtype), flat)
+    return xp.where(positions == k, xp.asarray(value, dtype=flat.dtype, device=_device(flat)), flat)
 
 
 def _valid_at(domain: Domain, x: Array, flat_index: int) -> Array | None:
@@ -174,7 +177,7 @@ def gibbs_sweep(
             weights.append(
                 log_density_fn(tuple(leaves[:j]) + (candidate,) + tuple(leaves[j + 1 :]))
             )
-        table = xp.stack([xp.asarray(w, dtype=f.dtype) for w in weights])
+        table = xp.stack([xp.asarray(w, dtype=f.dtype, device=_device(f)) for w in weights])
         proposal, log_ratio = gibbs_site_proposal(
             table,
             xp.asarray(current, device=_device(table)),

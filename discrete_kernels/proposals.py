@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from array_api_compat import device as _device
+
 from ._xp import (
     Array,
     array_namespace,
@@ -64,7 +66,7 @@ def _offsets(domain: Domain, like: Array) -> Array:
     ``[1e8, 1e8 + 4]`` has offsets exact in float32, its raw values do not.
     """
     xp = array_namespace(like)
-    return xp.astype(xp.arange(domain.num_values), like.dtype)
+    return xp.astype(xp.arange(domain.num_values, device=_device(like)), like.dtype)
 
 
 def _offset_of(domain: Domain, x: Array, like: Array) -> Array:
@@ -195,7 +197,7 @@ def dlp_leaf_logits(
         return balance * delta_flip - 1.0 / (2.0 * scale)
     delta = local_delta(domain, x, local, is_table)
     dist2 = squared_distance(domain, x, local)
-    scale = xp.asarray(scale, dtype=local.dtype)
+    scale = xp.asarray(scale, dtype=local.dtype, device=_device(local))
     logits = balance * delta - dist2 / (2.0 * scale[..., None] if scale.ndim else 2.0 * scale)
     return _mask_invalid(domain, logits)
 
@@ -312,14 +314,15 @@ def gwg_sample(
     xp = array_namespace(logits[0])
     log_probs = _flat_log_softmax(logits)
     move = categorical_from_uniform(log_probs, uniform)
-    log_prob = masked_sum(xp.arange(log_probs.shape[0]) == move, log_probs, axis=0)
+    positions = xp.arange(log_probs.shape[0], device=_device(log_probs))
+    log_prob = masked_sum(positions == move, log_probs, axis=0)
     ys = []
     offset = 0
     for domain, x, table in zip(domains, xs, logits):
         size = 1
         for dim in table.shape:
             size *= dim
-        chosen = xp.reshape(xp.arange(size) + offset == move, table.shape)
+        chosen = xp.reshape(xp.arange(size, device=_device(table)) + offset == move, table.shape)
         changed = xp.any(chosen, axis=-1)
         index = xp.argmax(xp.astype(chosen, xp.int32), axis=-1)
         ys.append(xp.where(changed, xp.astype(index + domain.low, x.dtype), x))
@@ -371,8 +374,8 @@ def single_site_substitutions(domain: Domain, x: Array) -> Array:
     flat = xp.reshape(x, (-1,))
     size = flat.shape[0]
     num_values = domain.num_values
-    values = xp.astype(xp.arange(num_values) + domain.low, x.dtype)
-    at_site = xp.eye(size, dtype=xp.bool)[:, None, :]  # (N, 1, N)
+    values = xp.astype(xp.arange(num_values, device=_device(x)) + domain.low, x.dtype)
+    at_site = xp.eye(size, dtype=xp.bool, device=_device(x))[:, None, :]  # (N, 1, N)
     batch = xp.where(at_site, values[None, :, None], flat[None, None, :])  # (N, S, N)
     return xp.reshape(batch, (size * num_values,) + tuple(x.shape))
 
@@ -410,9 +413,10 @@ def substitutions_at(domain: Domain, x: Array, flat_indices: Sequence[int]) -> A
     xp = array_namespace(x)
     flat = xp.reshape(x, (-1,))
     size, num_values = flat.shape[0], domain.num_values
-    chosen = xp.asarray(list(flat_indices))
-    at_site = xp.arange(size)[None, :] == chosen[:, None]  # (k, N)
-    values = xp.astype(xp.arange(num_values) + domain.low, x.dtype)
+    device = _device(x)
+    chosen = xp.asarray(list(flat_indices), device=device)
+    at_site = xp.arange(size, device=device)[None, :] == chosen[:, None]  # (k, N)
+    values = xp.astype(xp.arange(num_values, device=device) + domain.low, x.dtype)
     batch = xp.where(at_site[:, None, :], values[None, :, None], flat[None, None, :])
     return xp.reshape(batch, (chosen.shape[0] * num_values,) + tuple(x.shape))
 

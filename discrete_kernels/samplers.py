@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from array_api_compat import device as _device
+
 from . import ab as _ab
 from . import acs as _acs
 from . import esh as _esh
@@ -148,10 +150,15 @@ def _python_cond(predicate: Any, true_fn: Callable, false_fn: Callable, operand:
 
 class ControlFlow(NamedTuple):
     """The adapter's branch and loop: ``cond(pred, true_fn, false_fn, operand)`` and
-    ``loop(num, body, carry)`` (``jax.lax.cond``/``fori_loop`` under jit, Python otherwise)."""
+    ``loop(num, body, carry)`` (``jax.lax.cond``/``fori_loop`` under jit, Python otherwise).
+
+    ``step``: the draw's index as a Python int where the adapter knows it on the host (Python
+    control); warmup branches then decide on it instead of on the index array, which on a GPU
+    would wait for the device at every step."""
 
     cond: Cond = _python_cond
     loop: Loop = _ab.python_loop
+    step: int | None = None
 
 
 PYTHON_CONTROL = ControlFlow()
@@ -292,9 +299,9 @@ class _DualAveragingSpec(SamplerSpec):
         self, like, num_warmup, flat_dim, control, sites=None
     ) -> DualAveragingAdaptState:
         xp = array_namespace(like)
-        step = xp.asarray(self.initial_step_size(), dtype=like.dtype)
+        step = xp.full_like(like, self.initial_step_size())
         scale = 0.0 if sites is None else domain_step_scale(sites.domains)
-        high = xp.asarray(dlp_step_size_bounds(scale)[1], dtype=like.dtype)
+        high = xp.full_like(like, dlp_step_size_bounds(scale)[1])
         return DualAveragingAdaptState(dual_averaging_init(step), step, high)
 
     def parameters(self, adapt_state: DualAveragingAdaptState) -> StepParameters:
@@ -432,7 +439,10 @@ class ACSSpec(SamplerSpec):
         alpha = xp.stack(
             [
                 _acs.cyclical_step_size(
-                    xp.asarray(k), s, adapt_state.alpha_max, adapt_state.alpha_min
+                    xp.asarray(k, device=_device(adapt_state.alpha_max)),
+                    s,
+                    adapt_state.alpha_max,
+                    adapt_state.alpha_min,
                 )
                 for k in range(s)
             ]
@@ -577,17 +587,18 @@ class ABSpec(SamplerSpec):
         step_size, balance = _ab.ab_tuner_parameters(tuner, self.config, tuning and not initial)
         dual = dual_averaging_init(step_size)
         scale = 0.0 if sites is None else domain_step_scale(sites.domains)
-        high = xp.asarray(dlp_step_size_bounds(scale)[1], dtype=like.dtype)
+        high = xp.full_like(like, dlp_step_size_bounds(scale)[1])
         if not self.quadratic:
             return ABAdaptState(tuner, None, None, step_size, balance, dual, high)
         stats = _ab.quadratic_stats_init(flat_dim, like)
         if self.coupling is None:  # AB-1st until W is fitted
-            zeros = xp.zeros((flat_dim,), dtype=like.dtype)
+            device = _device(like)
+            zeros = xp.zeros((flat_dim,), dtype=like.dtype, device=device)
             quadratic = _ab.QuadraticProposal(
-                xp.zeros((flat_dim, flat_dim), dtype=like.dtype), zeros
+                xp.zeros((flat_dim, flat_dim), dtype=like.dtype, device=device), zeros
             )
         else:
-            w = xp.asarray(self.coupling, dtype=like.dtype)
+            w = xp.asarray(self.coupling, dtype=like.dtype, device=_device(like))
             quadratic = _ab.quadratic_from_coupling(w, self.config.variant, control.loop)
         return ABAdaptState(tuner, stats, quadratic, step_size, balance, dual, high)
 
@@ -611,6 +622,7 @@ class ABSpec(SamplerSpec):
     def adapt_update(self, adapt_state, info, params, index, num_warmup, control):
         plan = self.plan(num_warmup)
         config = self.config
+        at = index if control.step is None else control.step  # what the branches decide on
         if self.adapt and num_warmup > 0:
 
             def initial(state: ABAdaptState) -> ABAdaptState:
@@ -642,10 +654,10 @@ class ABSpec(SamplerSpec):
                 return state._replace(tuner=tuner, next_step_size=step_size, next_balance=balance)
 
             def search(state: ABAdaptState) -> ABAdaptState:
-                return control.cond(index < num_warmup, tune, _same, state)
+                return control.cond(at < num_warmup, tune, _same, state)
 
             if plan.initial_steps > 0:
-                adapt_state = control.cond(index < plan.initial_steps, initial, search, adapt_state)
+                adapt_state = control.cond(at < plan.initial_steps, initial, search, adapt_state)
             else:
                 adapt_state = search(adapt_state)
         if plan.burn_in > 0:
@@ -664,8 +676,8 @@ class ABSpec(SamplerSpec):
                     quadratic=quadratic, tuner=tuner, next_step_size=step_size, next_balance=balance
                 )
 
-            adapt_state = control.cond(index < plan.burn_in, collect, _same, adapt_state)
-            adapt_state = control.cond(index == plan.burn_in - 1, fit, _same, adapt_state)
+            adapt_state = control.cond(at < plan.burn_in, collect, _same, adapt_state)
+            adapt_state = control.cond(at == plan.burn_in - 1, fit, _same, adapt_state)
         return adapt_state
 
     def adapt_final(self, adapt_state: ABAdaptState) -> dict:
@@ -891,7 +903,7 @@ class ESHSpec:
         xp = array_namespace(x)
         step = self.adaptation.initial_step_size if self.step_size is None else self.step_size
         steps = self.adaptation.initial_num_steps if self.num_steps is None else self.num_steps
-        return _esh.esh_adapt_init(xp.asarray(step, dtype=x.dtype), steps, x)
+        return _esh.esh_adapt_init(xp.asarray(step, dtype=x.dtype, device=_device(x)), steps, x)
 
     def adapt_update(
         self,
@@ -935,7 +947,7 @@ class ESHSpec:
         # uniform on 0..num_steps (the clip only guards u rounding up to 1 in float32)
         backward = xp.astype(xp.floor(offset * (num_steps + 1)), xp.int32)
         backward = xp.clip(backward, 0, num_steps)
-        zero = xp.zeros((), dtype=chain.x.dtype)
+        zero = xp.zeros_like(chain.log_density)
         start = _esh.ESHState(chain.x, direction, zero, chain.log_density, chain.grad)
         sample, info = _esh.esh_trajectory(
             start,
@@ -949,8 +961,8 @@ class ESHSpec:
         )
         stats = ESHStepInfo(
             info.hamiltonian_drift,
-            xp.asarray(step_size * num_steps, dtype=chain.x.dtype),
-            xp.asarray(num_steps, dtype=xp.int32),
+            xp.asarray(step_size * num_steps, dtype=chain.x.dtype, device=_device(chain.x)),
+            xp.asarray(num_steps, dtype=xp.int32, device=_device(chain.x)),
         )
         return ESHChain(sample.x, sample.log_density, sample.grad), stats
 

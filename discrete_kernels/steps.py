@@ -67,10 +67,11 @@ class StepInfo(NamedTuple):
     hamming_distance: Array
 
 
-def hamming_distance(xs: Sequence[Array], ys: Sequence[Array]) -> Array:
-    """Number of coordinates that differ between two tuples of leaves (scalar)."""
-    xp = array_namespace(xs[0])
-    total = xp.zeros(())
+def hamming_distance(xs: Sequence[Array], ys: Sequence[Array], like: Array) -> Array:
+    """Number of coordinates that differ between two tuples of leaves (scalar, in ``like``'s
+    dtype and on its device)."""
+    xp = array_namespace(like)
+    total = xp.zeros_like(like)
     for x, y in zip(xs, ys):
         total = total + xp.sum(xp.astype(x != y, total.dtype))
     return total
@@ -120,7 +121,7 @@ def mh_finish(
         accept = metropolis_accept(log_ratio, accept_uniform) if metropolis else usable
     else:  # decided at run time (ACS burn-in)
         accept = xp.where(metropolis, metropolis_accept(log_ratio, accept_uniform), usable)
-    distance = hamming_distance(state.x, proposal.x)
+    distance = hamming_distance(state.x, proposal.x, state.log_density)
     info = StepInfo(accept_probability(log_ratio), accept & (distance > 0), distance)
     return _select(accept, proposal, state), info
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from array_api_compat import device as _device
 
 from ._xp import Array, array_namespace
 from .domains import MAX_NUM_VALUES, Binary, Categorical, Domain
@@ -211,8 +212,9 @@ def _bounds(domain: Domain, like: Array, event_shape: tuple, batch_ndim: int):
         return 0, domain.num_values - 1
     lower = domain.low if domain.lower is None else domain.lower
     upper = domain.high if domain.upper is None else domain.upper
-    lower = xp.broadcast_to(xp.asarray(lower), event_shape) if event_shape else lower
-    upper = xp.broadcast_to(xp.asarray(upper), event_shape) if event_shape else upper
+    device = _device(like)
+    lower = xp.broadcast_to(xp.asarray(lower, device=device), event_shape) if event_shape else lower
+    upper = xp.broadcast_to(xp.asarray(upper, device=device), event_shape) if event_shape else upper
     return lower, upper
 
 

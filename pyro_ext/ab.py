@@ -22,8 +22,8 @@ class AB(ABConstructor, DiscreteKernel):
         for AB-1st)."""
         return None if self._adapt_state is None else self._adapt_state.quadratic
 
-    def logging(self) -> OrderedDict:
-        log = super().logging()
+    def _log_entries(self) -> OrderedDict:
+        log = super()._log_entries()
         final = self._spec.adapt_final(self._adapt_state)
         log["step size"] = f"{float(final['step_size']):.3g}"
         log["balance"] = f"{float(final['balance']):.3g}"

@@ -18,8 +18,8 @@ class ACS(ACSConstructor, DiscreteKernel):
     statistics and the tuning as :class:`numpyro_ext.ACS`; ``kernel.schedule()`` returns the
     cycle in use."""
 
-    def logging(self) -> OrderedDict:
-        log = super().logging()
+    def _log_entries(self) -> OrderedDict:
+        log = super()._log_entries()
         phase = int(self._adapt_state.phase)
         log["phase"] = "tuned" if phase == DONE else f"tuning {phase}"
         return log

@@ -28,6 +28,7 @@ from discrete_kernels.constructors import KernelConstructor
 from discrete_kernels.options import check_bound
 from discrete_kernels.samplers import NoiseShapes, Sites, StepNoise
 
+from ._record import LOG_EVERY, StepRecord
 from ._target import (
     GRADIENT,
     ONE_HOT_GRADIENT,
@@ -141,7 +142,8 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         self._state: dk.ChainState | None = None
         self._returned: dict | None = None
         self._adapt_state: Any = None
-        self._stats: dict[str, list] = {name: [] for name in STAT_NAMES}
+        self._step_record = StepRecord()
+        self._log: OrderedDict = OrderedDict()
 
     def _as_array(self, value: Any) -> Any:
         return torch.as_tensor(value, dtype=torch.get_default_dtype())
@@ -160,8 +162,8 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         """Find the sites, check the start values (drawn from the prior for the sites not
         given), and cache the log density and locals at them."""
         check_bound(self._name, self.model, self.potential_fn)
-        stats: dict[str, list] = {name: [] for name in STAT_NAMES}
-        self._stats = stats
+        self._step_record = StepRecord()
+        self._log = OrderedDict()
         self._warmup_steps = int(warmup_steps)
         self._spec.check_warmup(self._warmup_steps, "warmup_steps")
         self._t = 0
@@ -319,9 +321,15 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         self._state = None
 
     def logging(self) -> OrderedDict:
-        stats = self._stats
-        recent = stats["accept_prob"][-50:]
-        accept = sum(recent) / max(len(recent), 1)
+        """The progress bar's text; Pyro asks for it at every step, it is read from the
+        device every ``LOG_EVERY`` steps (a host read waits for the GPU)."""
+        if self._t == 1 or self._t % LOG_EVERY == 0 or not self._log:
+            self._log = self._log_entries()
+        return self._log
+
+    def _log_entries(self) -> OrderedDict:
+        recent = self._step_record.recent("accept_prob", LOG_EVERY)
+        accept = float(recent.mean()) if recent.numel() else float("nan")
         return OrderedDict(
             [
                 ("step size", f"{float(self._spec.parameters(self._adapt_state)[0]):.3g}"),
@@ -330,12 +338,9 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         )
 
     def diagnostics(self) -> dict:
-        """Mean acceptance and, under ``sample_stats``, every statistic per sampling draw."""
-        start = self._warmup_steps
-        sample_stats = {
-            name: torch.tensor(values[start:], dtype=torch.float64)
-            for name, values in self._stats.items()
-        }
+        """Mean acceptance and, under ``sample_stats``, every statistic per sampling draw
+        (float64 tensors on the host)."""
+        sample_stats = self._step_record.columns(self._warmup_steps)
         accept = sample_stats["accept_prob"]
         return {
             "acceptance rate": float(accept.mean()) if accept.numel() else float("nan"),
@@ -391,14 +396,16 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
         state, info = self._spec.step(state, noise, step_params, adapt, sites, self._local_fn())
         extra = self._spec.extra_stats(adapt)  # as used for this draw
         index = torch.as_tensor(self._t, device=self._like.device)
+        control = specs.PYTHON_CONTROL._replace(step=self._t)
         self._adapt_state = self._spec.adapt_update(
-            adapt, info, step_params, index, self._warmup_steps, specs.PYTHON_CONTROL
+            adapt, info, step_params, index, self._warmup_steps, control
         )
         self._t += 1
         self._record(info, step_params, state.log_density, extra)
         if self._t == self._warmup_steps >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
             start = checks.frozen_check_start(self._warmup_steps)
-            if not any(self._stats["accepted"][start : self._warmup_steps]):
+            accepted = self._step_record.columns(start, self._warmup_steps)["accepted"]
+            if not bool(accepted.any()):  # read once, at the end of warmup
                 names = [s.name for s in self._specs]
                 warnings.warn(checks.no_move_message(self._name, names, self._t), stacklevel=2)
         self._state = state
@@ -419,5 +426,4 @@ class DiscreteKernel(KernelConstructor, MCMCKernel):
             "lp": log_density,
             **extra,
         }
-        for name, value in values.items():
-            self._stats.setdefault(name, []).append(float(value))
+        self._step_record.append(values, self._like)

@@ -15,6 +15,7 @@ from discrete_kernels.constructors import ESHConstructor
 from discrete_kernels.esh import ESHAdaptState
 from discrete_kernels.samplers import ESHChain, ESHSpec, ESHStepInfo, NoiseShapes, StepNoise
 
+from ._record import LOG_EVERY, StepRecord
 from ._target import discrete_sites, trace_model
 from .base import draw_noise
 
@@ -43,7 +44,9 @@ class ESH(ESHConstructor, MCMCKernel):
         self.transforms: dict | None = None
         self._spec = spec
         self._initial_params: dict | None = None
-        self._stats: dict = {name: [] for name in STAT_NAMES}
+        self._step_record = StepRecord()
+        self._log: OrderedDict = OrderedDict()
+        self._num_steps: int | None = None  # the adapted trajectory length, read after warmup
         self._warmup_steps = 0
         self._adapt_state: ESHAdaptState | None = None
         self.clear_cache()
@@ -58,7 +61,9 @@ class ESH(ESHConstructor, MCMCKernel):
 
     def setup(self, warmup_steps: int, *args, **kwargs) -> None:
         self._warmup_steps = int(warmup_steps)
-        self._stats = {name: [] for name in STAT_NAMES}
+        self._step_record = StepRecord()
+        self._log = OrderedDict()
+        self._num_steps = None
         self._adapt_state = None  # built at the first draw, on its flat vector
         if self.model is not None:
             discrete = discrete_sites(trace_model(self.model, args, kwargs))
@@ -83,6 +88,7 @@ class ESH(ESHConstructor, MCMCKernel):
     def clear_cache(self) -> None:
         """Forget the cached potential and gradient (new conditioning inside Gibbs)."""
         self._cached: ESHChain | None = None
+        self._returned: dict | None = None  # the tensors the cached chain was returned as
 
     def cleanup(self) -> None:
         self.clear_cache()
@@ -90,6 +96,7 @@ class ESH(ESHConstructor, MCMCKernel):
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_cached"] = None
+        state["_returned"] = None
         return state
 
     def _flatten(self, params: dict) -> tuple[torch.Tensor, list]:
@@ -108,11 +115,11 @@ class ESH(ESHConstructor, MCMCKernel):
     def _value_and_grad(self, shapes: list) -> Callable:
         def value_and_grad(x: torch.Tensor):
             grads, potential = potential_grad(self.potential_fn, self._unflatten(x, shapes))
-            if not torch.isfinite(potential):
-                nan = torch.full_like(x, float("nan"))
-                return -potential.detach(), nan
-            flat_grad = torch.cat([grads[n].reshape(-1) for n in self._names])
-            return -potential.detach(), -flat_grad.detach()
+            potential = potential.detach()
+            flat_grad = torch.cat([grads[n].reshape(-1) for n in self._names]).detach()
+            # an unusable energy has no gradient (a where, not an if: no wait for the GPU)
+            flat_grad = torch.where(torch.isfinite(potential), flat_grad, float("nan"))
+            return -potential, -flat_grad
 
         return value_and_grad
 
@@ -123,17 +130,24 @@ class ESH(ESHConstructor, MCMCKernel):
     def sample(self, params: dict) -> dict:
         flat, shapes = self._flatten(params)
         value_and_grad = self._value_and_grad(shapes)
-        if self._cached is not None and torch.equal(self._cached.x, flat):
-            chain = self._cached
+        returned = self._returned
+        if (
+            self._cached is not None
+            and returned is not None
+            and all(params[n] is returned[n] for n in self._names)
+        ):
+            chain = self._cached  # the values this kernel returned last: state still valid
         else:
             chain = self._spec.init(flat, value_and_grad)
-        index = len(self._stats["lp"])
+        index = len(self._step_record)
         noise = self._draw_noise(self._spec.noise_shapes(flat.shape[0]), index, flat)
         if self._adapt_state is None:
             self._adapt_state = self._spec.adapt_init(flat)
         adapt = self._adapt_state
         if self._spec.num_steps is None:  # a Python count for the Python loop
-            adapt = adapt._replace(num_steps=int(adapt.num_steps))
+            if self._num_steps is None or index < self._warmup_steps:
+                self._num_steps = int(adapt.num_steps)  # fixed once warmup has ended
+            adapt = adapt._replace(num_steps=self._num_steps)
         chain, info = self._spec.step(chain, noise, value_and_grad, adapt)
         self._adapt_state = self._spec.adapt_update(
             self._adapt_state,
@@ -143,20 +157,20 @@ class ESH(ESHConstructor, MCMCKernel):
             self._warmup_steps,
         )
         self._cached = chain
-        for name, value in (*zip(info._fields, info), ("lp", chain.log_density)):
-            self._stats[name].append(float(value))
-        return {**params, **self._unflatten(chain.x, shapes)}
+        self._step_record.append({**info._asdict(), "lp": chain.log_density}, flat)
+        returned = self._unflatten(chain.x, shapes)
+        self._returned = returned
+        return {**params, **returned}
 
     def logging(self) -> OrderedDict:
-        recent = self._stats["hamiltonian_drift"][-50:]
-        drift = max(recent) if recent else 0.0
-        return OrderedDict([("H drift", f"{drift:.2g}")])
+        """The progress bar's text, read from the device every ``LOG_EVERY`` steps."""
+        count = len(self._step_record)
+        if count <= 1 or count % LOG_EVERY == 0 or not self._log:
+            recent = self._step_record.recent("hamiltonian_drift", LOG_EVERY)
+            drift = float(recent.max()) if recent.numel() else 0.0
+            self._log = OrderedDict([("H drift", f"{drift:.2g}")])
+        return self._log
 
     def diagnostics(self) -> dict:
-        start = self._warmup_steps
-        return {
-            "sample_stats": {
-                name: torch.tensor(values[start:], dtype=torch.get_default_dtype())
-                for name, values in self._stats.items()
-            }
-        }
+        """Every statistic per sampling draw (float64 tensors on the host)."""
+        return {"sample_stats": self._step_record.columns(self._warmup_steps)}
