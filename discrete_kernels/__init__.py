@@ -8,6 +8,7 @@ what the adapters' one driver each runs.
 """
 
 from . import ab, constructors, samplers
+from ._xp import precise_matmul
 from .ab import (
     AB_VARIANTS,
     ABConfig,
@@ -120,4 +121,5 @@ __all__ = [
     "single_site_substitutions",
     "squared_distance",
     "step_size_adaptation_update",
+    "precise_matmul",
 ]

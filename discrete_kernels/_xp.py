@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from array_api_compat import array_namespace
+from array_api_compat import array_namespace, is_jax_array, is_torch_array
 
 Array = Any
 
@@ -16,6 +16,7 @@ __all__ = [
     "log_sigmoid",
     "log_softmax",
     "masked_sum",
+    "precise_matmul",
     "python_loop",
     "sigmoid",
     "sum_event",
@@ -111,6 +112,34 @@ def categorical_from_uniform(logits: Array, uniform: Array) -> Array:
     count = xp.sum(xp.astype(cdf <= threshold, xp.int32), axis=-1)
     # rounding can put the threshold on the total when uniform is within 2**-24 of 1
     return xp.where(count >= logits.shape[-1], xp.argmax(logits, axis=-1), count)
+
+
+def precise_matmul(a: Array, b: Array) -> Array:
+    """``a @ b`` at the full precision of its dtype, whatever the accelerator's default.
+
+    On GPUs, float32 matrix products default to reduced precision in JAX (TF32, about 10
+    mantissa bits) and in torch once ``torch.backends.cuda.matmul.allow_tf32`` or
+    ``torch.set_float32_matmul_precision("high")`` is set. Products that define an energy
+    entering an MH ratio, or AB's ``W`` and ``(W + D)^{1/2}``, use this instead of ``@``: JAX
+    asks for ``Precision.HIGHEST``; torch computes a float32 CUDA product in float64 when
+    reduced precision is enabled. Elsewhere it is ``a @ b``.
+    """
+    if is_jax_array(a) or is_jax_array(b):  # a NumPy operand joins the JAX one, as with @
+        return array_namespace(a if is_jax_array(a) else b).matmul(a, b, precision="highest")
+    if is_torch_array(a) and a.is_cuda and a.dtype == b.dtype and _torch_reduced(a.dtype):
+        return (a.double() @ b.double()).to(a.dtype)
+    return a @ b
+
+
+def _torch_reduced(dtype: Any) -> bool:
+    """Whether torch may compute a CUDA matrix product of ``dtype`` at reduced precision."""
+    import torch
+
+    if dtype != torch.float32:
+        return False
+    return bool(
+        torch.backends.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest"
+    )
 
 
 def python_loop(num: int, body: Callable[[Any], Any], carry: Any) -> Any:

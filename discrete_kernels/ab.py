@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 from array_api_compat import device as _device
 
-from ._xp import Array, array_namespace, python_loop
+from ._xp import Array, array_namespace, precise_matmul, python_loop
 from .domains import Categorical, Domain
 from .proposals import dlp_leaf_log_prob, dlp_leaf_logits, dlp_leaf_sample
 from .steps import ChainState, LocalFn, dlp_propose, mh_finish
@@ -175,8 +175,11 @@ def fit_coupling(stats: QuadraticStats, ridge: float = 1e-6) -> Array:
     scale = xp.maximum(xp.sum(c) / dim, xp.full_like(c[0], 1e-12))
     c = xp.maximum(c, xp.zeros_like(c)) + ridge * scale
     rhs = stats.cross + xp.matrix_transpose(stats.cross)
-    rotated = xp.matrix_transpose(q) @ rhs @ q
-    w = q @ (rotated / (c[:, None] + c[None, :])) @ xp.matrix_transpose(q)
+    # W, D and (W + D)^{1/2} at full precision: a GPU's reduced-precision products would
+    # leave W + D with negative eigenvalues of the order of 1e-3 |W|
+    qt = xp.matrix_transpose(q)
+    rotated = precise_matmul(precise_matmul(qt, rhs), q)
+    w = precise_matmul(precise_matmul(q, rotated / (c[:, None] + c[None, :])), qt)
     return (w + xp.matrix_transpose(w)) / 2
 
 
@@ -232,7 +235,7 @@ def min_trace_dual(
     step = 0.5 / _spectral_norm(w)
 
     def body(v: Array) -> Array:
-        v = v - step * (w @ v)
+        v = v - step * precise_matmul(w, v)
         norms = xp.linalg.vector_norm(v, axis=1, keepdims=True)
         return v / xp.maximum(norms, xp.ones_like(norms))
 
@@ -251,7 +254,7 @@ def diagonal_min_trace(
     """
     xp = array_namespace(w)
     v = min_trace_dual(w, num_iters, rank, loop)
-    diag = -xp.sum((w @ v) * v, axis=1)
+    diag = -xp.sum(precise_matmul(w, v) * v, axis=1)
     return _repair(w, diag)
 
 
@@ -297,7 +300,7 @@ def psd_root(m: Array) -> Array:
     xp = array_namespace(m)
     values, q = xp.linalg.eigh((m + xp.matrix_transpose(m)) / 2)
     values = xp.maximum(values, xp.zeros_like(values))
-    return (q * xp.sqrt(values)[None, :]) @ xp.matrix_transpose(q)
+    return precise_matmul(q * xp.sqrt(values)[None, :], xp.matrix_transpose(q))
 
 
 def quadratic_from_coupling(w: Array, variant: str, loop: Loop = python_loop) -> QuadraticProposal:

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 from array_api_compat import device as _device
 
-from ._xp import Array, array_namespace, log_sigmoid
+from ._xp import Array, array_namespace, log_sigmoid, precise_matmul
 from .gibbs import gibbs_site_proposal
 from .samplers import DLPSpec
 from .validation import check_int, check_number
@@ -60,6 +60,7 @@ __all__ = [
     "logsumexp",
     "maximal_coupling",
     "rbm_coupled_gibbs_step",
+    "lattice_ising_energy",
     "rbm_free_energy",
     "rbm_gibbs_step",
     "rbm_hidden_logits",
@@ -224,6 +225,17 @@ def lattice_mask(side: int) -> Any:
     return mask
 
 
+def lattice_ising_energy(couplings: Array, field: Array, mask: Array, x: Array) -> Array:
+    """``E(x) = -(s.J s / 2 + h.s)`` with ``s = 2x - 1`` and ``J`` the symmetrised
+    ``couplings`` on the ``mask``'s edges: (..., d) -> (...). The quadratic form is a
+    full-precision product (:func:`discrete_kernels.precise_matmul`): it enters MH ratios."""
+    xp = array_namespace(x)
+    s = 2.0 * x - 1.0
+    j = couplings * mask
+    j = (j + xp.matrix_transpose(j)) / 2
+    return -(0.5 * xp.sum(precise_matmul(s, j) * s, axis=-1) + xp.sum(s * field, axis=-1))
+
+
 # ------------------------------------------------------------------------------------------
 # RBM
 
@@ -295,13 +307,13 @@ def bernoulli_log_prob(logits: Array, x: Array) -> Array:
 
 def rbm_hidden_logits(params: RBMParams, visible: Array) -> Array:
     """Logits of ``p(h | v)``, ``v W + c``: (..., m) -> (..., n)."""
-    return visible @ params.weights + params.hidden_bias
+    return precise_matmul(visible, params.weights) + params.hidden_bias
 
 
 def rbm_visible_logits(params: RBMParams, hidden: Array) -> Array:
     """Logits of ``p(v | h)``, ``W h + b``: (..., n) -> (..., m)."""
     xp = array_namespace(hidden)
-    return hidden @ xp.matrix_transpose(params.weights) + params.visible_bias
+    return precise_matmul(hidden, xp.matrix_transpose(params.weights)) + params.visible_bias
 
 
 def rbm_free_energy(params: RBMParams, visible: Array) -> Array:
@@ -309,7 +321,7 @@ def rbm_free_energy(params: RBMParams, visible: Array) -> Array:
     (..., m) -> (...)."""
     xp = array_namespace(visible)
     hidden_term = xp.sum(_softplus(rbm_hidden_logits(params, visible)), axis=-1)
-    return -(visible @ params.visible_bias) - hidden_term
+    return -xp.sum(visible * params.visible_bias, axis=-1) - hidden_term
 
 
 def rbm_log_partition(params: RBMParams) -> Array:
@@ -320,7 +332,7 @@ def rbm_log_partition(params: RBMParams) -> Array:
     if n <= m:
         hidden = binary_states(n, params.weights)
         logits = rbm_visible_logits(params, hidden)
-        terms = hidden @ params.hidden_bias + xp.sum(_softplus(logits), axis=-1)
+        terms = xp.sum(hidden * params.hidden_bias, axis=-1) + xp.sum(_softplus(logits), axis=-1)
     else:
         terms = -rbm_free_energy(params, binary_states(m, params.weights))
     return logsumexp(terms, axis=0)

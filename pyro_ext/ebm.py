@@ -95,10 +95,7 @@ class IsingEnergy(nn.Module):
         self.field = nn.Parameter(torch.zeros(d))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = 2.0 * x - 1.0
-        couplings = self.couplings * self.mask
-        couplings = (couplings + couplings.T) / 2
-        return -(0.5 * ((s @ couplings) * s).sum(-1) + s @ self.field)
+        return core.lattice_ising_energy(self.couplings, self.field, self.mask, x)
 
 
 class MLPEnergy(nn.Module):
@@ -114,7 +111,14 @@ class MLPEnergy(nn.Module):
         self.net = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x).squeeze(-1)
+        h = x
+        for layer in self.net:  # full-precision products: energies enter MH ratios
+            if isinstance(layer, nn.Linear):
+                h = dk.precise_matmul(h, layer.weight.T)
+                h = h if layer.bias is None else h + layer.bias
+            else:
+                h = layer(h)
+        return h.squeeze(-1)
 
 
 class EBMResult(NamedTuple):
@@ -203,7 +207,8 @@ def _kernel_steps(
     spec's adaptation."""
     spec, sites, shapes, like, local_fn = _binary_kernel(kernel, energy, x)
     dim = x.shape[-1]
-    out, adapts, accept = [], [], 0.0
+    out, adapts = [], []
+    accept = torch.zeros_like(like)  # summed on the device: no host read per step
     for chain_x in x.to(torch.long):
         adapt = spec.adapt_init(like, num_warmup, dim, PYTHON_CONTROL)
         f, local = local_fn((chain_x,))
@@ -213,7 +218,7 @@ def _kernel_steps(
             chain, info = spec.step(chain, draw_noise(shapes, like), params, adapt, sites, local_fn)
             if schedule is None:
                 adapt = spec.adapt_update(adapt, info, params, i, num_warmup, PYTHON_CONTROL)
-            accept += float(info.accept_prob)
+            accept = accept + info.accept_prob
         out.append(chain.x[0])
         adapts.append(adapt)
     return torch.stack(out).to(x.dtype), accept / (len(out) * num_steps), adapts
@@ -431,7 +436,13 @@ def train(
     check_method(method)
     num_steps = check_int("train", "num_steps", num_steps, minimum=0)
     batch_size = check_int("train", "batch_size", batch_size, minimum=1)
-    data = torch.as_tensor(np.asarray(data), dtype=torch.get_default_dtype())
+    # the data go where the energy's parameters are, in their floating dtype
+    param = next(iter(energy.parameters()), None)
+    floating = param is not None and param.is_floating_point()
+    dtype = param.dtype if floating else torch.get_default_dtype()  # type: ignore[union-attr]
+    device = None if param is None else param.device
+    data = data if isinstance(data, torch.Tensor) else torch.as_tensor(np.asarray(data))
+    data = data.to(device=device, dtype=dtype)
     if data.ndim != 2 or not bool(((data == 0) | (data == 1)).all()):
         raise ValueError("train: data must be a (N, d) array of 0/1 values.")
     if isinstance(method, UCD):
@@ -457,7 +468,7 @@ def train(
     else:
         buffer = None
         if isinstance(method, PCD):
-            buffer = data[torch.randint(0, num_data, (num_chains,))]
+            buffer = data[torch.randint(0, num_data, (num_chains,), device=data.device)]
             if acs_schedule:
                 buffer = _acs_pcd_init(sampler, buffer)  # type: ignore[arg-type]
         done, history = 0, {}
@@ -465,7 +476,7 @@ def train(
     objective = math.nan
     bar = trange(num_steps, disable=not progress_bar, desc="EBM")
     for i in bar:
-        batch = data[torch.randint(0, num_data, (batch_size,))]
+        batch = data[torch.randint(0, num_data, (batch_size,), device=data.device)]
         info: dict = {"accept_prob": math.nan}
         if isinstance(method, UCD):
             negative, ucd_info = _ucd_negative(method, energy, batch)
@@ -474,8 +485,8 @@ def train(
             if isinstance(method, CD):
                 start, steps = batch, method.k
             else:
-                restart = torch.rand(num_chains) < method.reinit_prob
-                fresh = data[torch.randint(0, num_data, (num_chains,))]
+                restart = torch.rand(num_chains, device=data.device) < method.reinit_prob
+                fresh = data[torch.randint(0, num_data, (num_chains,), device=data.device)]
                 chains = buffer.buffer if acs_schedule else buffer
                 start, steps = torch.where(restart[:, None], fresh, chains), method.steps
             if acs_schedule:
@@ -499,17 +510,18 @@ def train(
         optimizer.zero_grad()
         (positive - negative).backward()
         optimizer.step()
-        info["energy_gap"] = float((positive - negative).detach())
+        info["energy_gap"] = (positive - negative).detach()  # read on the host at the end
         step = done + i + 1
         value = math.nan
         if evaluate is not None and (step % eval_every == 0 or i == num_steps - 1):
             value = objective = float(evaluate(energy))
         for name, x in {**info, "objective": value}.items():
-            records.setdefault(name, []).append(float(x))
+            records.setdefault(name, []).append(x)
         if progress_bar and (i % 10 == 0 or i == num_steps - 1):
-            bar.set_postfix(objective=f"{objective:.4g}", gap=f"{info['energy_gap']:.3g}")
+            bar.set_postfix(objective=f"{objective:.4g}", gap=f"{float(info['energy_gap']):.3g}")
     for name, values in records.items():
-        history[name] = np.concatenate([history.get(name, np.zeros(0)), np.asarray(values)])
+        column = np.asarray([float(v) for v in values], dtype=np.float64)
+        history[name] = np.concatenate([history.get(name, np.zeros(0)), column])
     checkpoint = {
         "energy": {k: v.clone() for k, v in energy.state_dict().items()},
         "optimizer": copy.deepcopy(optimizer.state_dict()),

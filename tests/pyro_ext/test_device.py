@@ -25,6 +25,8 @@ from torch.overrides import TorchFunctionMode
 
 import discrete_kernels as dk
 import pyro_ext as px
+from discrete_kernels.ebm import bars_and_stripes
+from pyro_ext import ebm
 
 from ..mc import assert_mc_close, ising_weights
 
@@ -268,3 +270,37 @@ def test_default_device_cuda():
         assert mcmc.get_samples()["x"].device.type == "cuda"
     finally:
         torch.set_default_device(previous)
+
+
+EBM_METHODS = {
+    "CD-1": lambda: ebm.CD(1),
+    "PCD-gibbs": lambda: ebm.PCD(steps=2),
+    "UCD": lambda: ebm.UCD(max_time=50),
+    "PCD-DMALA": lambda: ebm.PCD(sampler=px.DMALA(step_size=0.5), steps=2),
+    "PCD-ACS": lambda: ebm.PCD(sampler=px.ACS(steps_per_cycle=5), steps=2),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("method", list(EBM_METHODS))
+def test_ebm_training_follows_the_energys_device_and_dtype(method, device):
+    """``pyro_ext.ebm.train`` on a float64 RBM placed on ``device`` with the data given as a
+    NumPy array: the data follow the parameters, which stay float64 there, and no tensor is
+    created without a device."""
+    torch.manual_seed(0)
+    rbm = ebm.RBM(16, 4, scale=0.1).to(device=device, dtype=torch.float64)
+    watch = Watch()
+    with watch:
+        result = ebm.train(
+            rbm,
+            bars_and_stripes(),
+            optimizer=torch.optim.SGD(rbm.parameters(), lr=0.01),
+            method=EBM_METHODS[method](),
+            num_steps=3,
+            batch_size=8,
+            progress_bar=False,
+        )
+    assert not watch.created, dict(watch.created)
+    assert np.isfinite(result.history["energy_gap"]).all()
+    for p in rbm.parameters():
+        assert (p.device.type, p.dtype) == (device, torch.float64)
