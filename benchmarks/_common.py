@@ -144,13 +144,17 @@ def machine() -> str:
         import jax
 
         devices = jax.devices()
-        parts.append(f"jax {jax.__version__} on {len(devices)} {devices[0].platform} device(s)")
+        kind = devices[0].device_kind if devices[0].platform != "cpu" else ""
+        where = f"{len(devices)} {devices[0].platform} device(s)" + (f" ({kind})" if kind else "")
+        parts.append(f"jax {jax.__version__} on {where}")
     except ImportError:
         pass
     for name in ("numpyro", "torch", "pyro"):
         try:
             module = __import__(name)
             parts.append(f"{name} {module.__version__}")
+            if name == "torch" and module.cuda.is_available():
+                parts.append(f"torch on {module.cuda.get_device_name(0)}")
         except ImportError:
             pass
     return "; ".join(parts)
@@ -166,11 +170,29 @@ def command() -> str:
     return " ".join(["python", str(script), *map(shlex.quote, sys.argv[1:])])
 
 
+def accelerator() -> str | None:
+    """The accelerator JAX runs on by default (``"gpu: NVIDIA H100 ..."``), None on a CPU."""
+    try:
+        import jax
+    except ImportError:
+        return None
+    device = jax.devices()[0]
+    return None if device.platform == "cpu" else f"{device.platform}: {device.device_kind}"
+
+
 def write_section(name: str, text: str, path: Path = DOC, header: bool = True) -> None:
     """Replace (or append) the block between ``<!-- name:start -->`` and ``<!-- name:end
     -->`` of ``path``; with ``header`` the block's first line after its title names the
-    command and the machine (scripts that write their own command line pass False)."""
+    command and the machine (scripts that write their own command line pass False).
+
+    On an accelerator the block is a separate one, ``name-gpu``, its title marked with the
+    device, so a GPU run adds its rows next to the CPU ones instead of replacing them."""
     lines = text.split("\n")
+    device = accelerator()
+    if device is not None:
+        name = f"{name}-{device.split(':')[0]}"
+        if lines and lines[0].startswith("#"):
+            lines[0] = f"{lines[0]} ({device})"
     if header:
         line = f"Command: `{command()}`; {machine()}."
         lines.insert(2 if lines and lines[0].startswith("#") else 0, line + "\n")

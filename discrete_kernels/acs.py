@@ -404,6 +404,13 @@ def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig
     )
 
 
+def acs_cycle_advance(state: ACSTunerState) -> ACSTunerState:
+    """:func:`acs_tuner_update` of a finished tuning (phase ``DONE``) without the tuning's
+    work: only the step count and the cycle's position move on. For drivers that know on the
+    host that warmup has ended (the tuning is always finished by then)."""
+    return state._replace(count=state.count + 1, cycle_position=state.cycle_position + 1)
+
+
 def acs_finish_tuning(state: ACSTunerState, config: ACSConfig) -> ACSTunerState:
     """End the tuning now (warmup too short for the budget): keep the estimates so far, with
     ``alpha_min <= alpha_max`` and a non-increasing balance schedule, and start the cycle."""

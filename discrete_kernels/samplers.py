@@ -310,8 +310,9 @@ class _DualAveragingSpec(SamplerSpec):
         return StepParameters(adapt_state.next_step_size, half, True)
 
     def adapt_update(self, adapt_state, info, params, index, num_warmup, control):
-        if not (self.adapt and num_warmup > 0):
-            return adapt_state
+        after_warmup = control.step is not None and control.step >= num_warmup
+        if not (self.adapt and num_warmup > 0) or after_warmup:
+            return adapt_state  # what the update below returns outside warmup
         dual, next_step = step_size_adaptation_update(
             adapt_state.dual_averaging,
             params.step_size,
@@ -429,6 +430,10 @@ class ACSSpec(SamplerSpec):
     step = DLPSpec.step
 
     def adapt_update(self, adapt_state, info, params, index, num_warmup, control):
+        if control.step is not None and control.step >= num_warmup:
+            # after warmup the tuning has finished: only the cycle moves (a Python-driven step
+            # would otherwise pay the whole tuner's arithmetic for it)
+            return _acs.acs_cycle_advance(adapt_state)
         return _acs.acs_warmup_update(adapt_state, info.accept_prob, self.config, index, num_warmup)
 
     def adapt_final(self, adapt_state: _acs.ACSTunerState) -> dict:

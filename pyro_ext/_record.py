@@ -20,6 +20,13 @@ __all__ = ["LOG_EVERY", "StepRecord"]
 LOG_EVERY = 50  # steps between two refreshes of the progress-bar text (one host read each)
 
 
+def _scalar(value: Any, like: torch.Tensor) -> torch.Tensor:
+    """``value`` as a 0-dim tensor of ``like``'s dtype and device (no copy when it is one)."""
+    if isinstance(value, torch.Tensor) and value.dtype == like.dtype and value.ndim == 0:
+        return value
+    return torch.as_tensor(value, device=like.device).to(like.dtype).reshape(())
+
+
 class StepRecord:
     """Statistics of each step, one row per step with a fixed set of names.
 
@@ -46,12 +53,7 @@ class StepRecord:
             self.names = tuple(values)
         elif tuple(values) != self.names:
             raise ValueError(f"statistics {tuple(values)} differ from {self.names}")
-        row = torch.stack(
-            [
-                torch.as_tensor(values[name], device=like.device).to(like.dtype).reshape(())
-                for name in self.names
-            ]
-        )
+        row = torch.stack([_scalar(values[name], like) for name in self.names])
         self._device_rows.append(row)
         self._count += 1
         if len(self._device_rows) >= self.block:

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _common  # noqa: E402
+import device_step  # noqa: E402
 import scaling  # noqa: E402
 
 
@@ -44,6 +45,26 @@ def test_step_and_floor_timings_run_on_a_small_target():
     step = scaling.kernel_step_seconds(log_density, 16, 2, budget=0.01)
     floor = scaling.floor_step_seconds(log_density, 16, 2, budget=0.01)
     assert 0 < floor and 0 < step < 1
+
+
+def test_device_step_loops_run_on_a_small_target():
+    """The hand-written DMALA step and the MCMC difference timing of benchmarks/device_step.py
+    (its GPU rows come from the same functions)."""
+    hand = device_step.hand_dmala_step_seconds(scaling.ising_log_density, 16, 2, budget=0.01)
+    mcmc, accept = device_step.mcmc_step_seconds(
+        scaling.ising_log_density, 16, 2, draws=20, repeats=1
+    )
+    assert 0 < hand < 1 and 0 < mcmc < 1 and 0 <= accept <= 1
+
+
+def test_sections_of_an_accelerator_run_are_kept_apart(tmp_path, monkeypatch):
+    doc = tmp_path / "benchmarks.md"
+    _common.write_section("demo", "## Demo\n\ncpu rows", path=doc)
+    monkeypatch.setattr(_common, "accelerator", lambda: "gpu: NVIDIA H100 80GB HBM3")
+    _common.write_section("demo", "## Demo\n\ngpu rows", path=doc)
+    text = doc.read_text()
+    assert "cpu rows" in text and "gpu rows" in text
+    assert "<!-- demo-gpu:start -->" in text and "## Demo (gpu: NVIDIA H100 80GB HBM3)" in text
 
 
 @pytest.mark.slow

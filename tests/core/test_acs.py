@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import discrete_kernels as dk
+from discrete_kernels import acs
 
 from .targets import ALL_TARGETS
 from .transition import transition_matrix
@@ -147,6 +148,15 @@ def test_short_warmup_ends_the_tuning_with_a_valid_cycle():
     assert int(tuner.phase) == 5
     assert tuner.alpha_min <= tuner.alpha_max
     assert np.all(np.diff(tuner.beta_schedule) <= 0)
+    # after warmup the whole tuner update and the cycle's advance (what the Pyro driver runs
+    # once it knows warmup has ended) give the same state, step after step
+    full = advanced = tuner
+    for i in range(n, n + 3 * CONFIG.steps_per_cycle):
+        accept_prob = np.float64(rng.uniform())
+        full = dk.acs_warmup_update(full, accept_prob, CONFIG, np.int64(i), n)
+        advanced = acs.acs_cycle_advance(advanced)
+        for name, a, b in zip(full._fields, full, advanced):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
 
 
 def test_pcd_schedule_explores_one_iteration_per_cycle_and_exploits_the_others():

@@ -277,7 +277,10 @@ EBM_METHODS = {
     "PCD-gibbs": lambda: ebm.PCD(steps=2),
     "UCD": lambda: ebm.UCD(max_time=50),
     "PCD-DMALA": lambda: ebm.PCD(sampler=px.DMALA(step_size=0.5), steps=2),
-    "PCD-ACS": lambda: ebm.PCD(sampler=px.ACS(steps_per_cycle=5), steps=2),
+    "PCD-ACS": lambda: ebm.PCD(
+        sampler=px.ACS(steps_per_cycle=2, alpha_max=1.0, alpha_min=0.1, beta_schedule=[0.9, 0.5]),
+        steps=2,
+    ),
 }
 
 
