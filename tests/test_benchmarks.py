@@ -47,6 +47,7 @@ def test_step_and_floor_timings_run_on_a_small_target():
     assert 0 < floor and 0 < step < 1
 
 
+@pytest.mark.slow
 def test_device_step_loops_run_on_a_small_target():
     """The hand-written DMALA step and the MCMC difference timing of benchmarks/device_step.py
     (its GPU rows come from the same functions)."""

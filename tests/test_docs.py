@@ -48,6 +48,7 @@ def test_site_builds_in_strict_mode(tmp_path):
     assert "network_output" in gallery and "--8&lt;--" not in gallery
 
 
+@pytest.mark.examples  # the tutorial's code is an example too: it runs with them (-m examples)
 def test_tutorial_code_runs_in_order(tmp_path, monkeypatch):
     """Every python block of docs/tutorial.md, in order, in one namespace (figures go to a
     temporary folder)."""

@@ -19,7 +19,7 @@ from .test_pyro_kernels import _run, enumerate_pyro, ising_model, mixed_model
 @pytest.mark.parametrize("variant", ["1st", "trace"])
 def test_ising_3x3_moments(variant):
     states, probs = enumerate_pyro(ising_model, {"x": ((9,), (0, 1))})
-    s_all = np.stack([2.0 * st[0].numpy() - 1.0 for st in states])
+    s_all = np.stack([2.0 * st[0].cpu().numpy() - 1.0 for st in states])
     iu = np.triu_indices(9, 1)
     pair_all = np.einsum("ni,nj->nij", s_all, s_all)[:, iu[0], iu[1]]
     # AB-1st at fixed, well-mixing parameters (the PPL path; adaptation is tested with the
@@ -28,7 +28,7 @@ def test_ising_3x3_moments(variant):
     options = {"adapt": False, "step_size": 0.8, "balance": 0.7} if variant == "1st" else {}
     kernel = px.AB(ising_model, variant=variant, **options)
     mcmc = _run(kernel, 4000, 1200)
-    x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
+    x = mcmc.get_samples(group_by_chain=True)["x"].cpu().numpy().astype(np.float64)
     s = 2.0 * x - 1.0
     pair = np.einsum("cni,cnj->cnij", s, s)[..., iu[0], iu[1]]
     assert_mc_close(s, probs @ s_all)
@@ -48,18 +48,19 @@ def test_ising_3x3_moments(variant):
 @pytest.mark.slow
 def test_ab_as_gibbs_block_matches_exact_posterior():
     y = torch.tensor([0.3, 1.1, 0.8])
-    mean_z, mean_mu, second_mu = mixed_model_exact(y.numpy())
+    mean_z, mean_mu, second_mu = mixed_model_exact(y.cpu().numpy())
     kernel = px.Gibbs(
         [(px.AB(mixed_model, variant="shift"), px.discrete_sites), (NUTS(mixed_model), None)]
     )
     mcmc = _run(kernel, 1200, 400, y)
     samples = mcmc.get_samples(group_by_chain=True)
-    z = samples["z"].numpy().astype(np.float64)
-    mu = samples["mu"].numpy().astype(np.float64)
+    z = samples["z"].cpu().numpy().astype(np.float64)
+    mu = samples["mu"].cpu().numpy().astype(np.float64)
     assert_mc_close(z, mean_z)
     assert_mc_close(np.stack([mu, mu**2], axis=-1), np.array([mean_mu, second_mu]))
 
 
+@pytest.mark.cpu_only  # compares with JAX on the CPU
 def test_torch_and_jax_quadratic_proposals_agree():
     """The same W, uniforms and normals give the same proposal and log densities."""
     jnp = pytest.importorskip("jax.numpy")

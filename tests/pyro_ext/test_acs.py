@@ -16,10 +16,10 @@ from .test_pyro_kernels import _run, enumerate_pyro, ising_model
 @pytest.mark.slow
 def test_ising_3x3_moments_and_tuned_cycle():
     states, probs = enumerate_pyro(ising_model, {"x": ((9,), (0, 1))})
-    s_all = np.stack([2.0 * st[0].numpy() - 1.0 for st in states])
+    s_all = np.stack([2.0 * st[0].cpu().numpy() - 1.0 for st in states])
     kernel = px.ACS(ising_model)
     mcmc = _run(kernel, 4000, dk.tuning_steps(kernel.config) + 100)
-    x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
+    x = mcmc.get_samples(group_by_chain=True)["x"].cpu().numpy().astype(np.float64)
     assert_mc_close(2.0 * x - 1.0, probs @ s_all)
     schedule = kernel.schedule()
     assert schedule["tuned"]
@@ -30,10 +30,10 @@ def test_ising_3x3_moments_and_tuned_cycle():
     s = kernel.config.steps_per_cycle
     np.testing.assert_array_equal((positions[1:] - positions[:-1]) % s, 1)  # walks the cycle
     np.testing.assert_allclose(
-        stats["balance"].values[0], schedule["beta"].numpy()[positions], rtol=1e-6
+        stats["balance"].values[0], schedule["beta"].cpu().numpy()[positions], rtol=1e-6
     )
     np.testing.assert_allclose(
-        stats["step_size"].values[0], schedule["alpha"].numpy()[positions], rtol=1e-5
+        stats["step_size"].values[0], schedule["alpha"].cpu().numpy()[positions], rtol=1e-5
     )
 
 

@@ -123,19 +123,20 @@ def test_ucd_with_coupled_dmala_is_unbiased():
         rbm.zero_grad()
         surrogate, info = ebm._ucd_negative(method, rbm, batch)
         surrogate.backward()
-        estimates.append(rbm.visible_bias.grad.clone().numpy())
+        estimates.append(rbm.visible_bias.grad.clone().cpu().numpy())
         taus.append(info["meeting_time"])
         assert info["time_capped"] == 0
     # d F / d visible_bias = -v, so the model term is -E_model[v]
-    exact = -(weights[:, None] * states).sum(0).numpy()
+    exact = -(weights[:, None] * states).sum(0).cpu().numpy()
     estimates = np.array(estimates)
     z = (estimates.mean(0) - exact) / (estimates.std(0, ddof=1) / np.sqrt(len(estimates)))
     assert np.all(np.abs(z) < 5), z
     assert 1.0 < np.mean(taus) < 10.0
     # power: the data batch itself (CD-0) is far from the model
-    assert np.max(np.abs(-batch[0].numpy() - exact) / estimates.std(0, ddof=1)) > 3
+    assert np.max(np.abs(-batch[0].cpu().numpy() - exact) / estimates.std(0, ddof=1)) > 3
 
 
+@pytest.mark.cpu_only  # compares with the JAX trainer on the CPU
 def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
     """Same RBM, batch and uniforms: the JAX and torch UCD negative phases give the same
     gradient estimate and meeting statistics."""

@@ -18,7 +18,9 @@ MEAN = torch.tensor([1.0, -2.0])
 
 
 def correlated_model():
-    pyro.sample("x", dist.MultivariateNormal(MEAN, COV))
+    # the module constants are made before a test picks the device
+    device = torch.get_default_device()
+    pyro.sample("x", dist.MultivariateNormal(MEAN.to(device), COV.to(device)))
     pyro.sample("scale", dist.LogNormal(0.0, 0.5))
 
 
@@ -29,12 +31,12 @@ def test_correlated_gaussian_and_constrained_site_moments():
     kernel = px.ESH(correlated_model, step_size=0.3, num_steps=8)
     mcmc = _run(kernel, 700, 30)
     samples = mcmc.get_samples(group_by_chain=True)
-    x = samples["x"].numpy().astype(np.float64)
+    x = samples["x"].cpu().numpy().astype(np.float64)
     second = np.stack([x[..., 0] ** 2, x[..., 1] ** 2, x[..., 0] * x[..., 1]], -1)
-    full = (COV + torch.outer(MEAN, MEAN)).numpy()
-    assert_mc_close(x, MEAN.numpy())
+    full = (COV + torch.outer(MEAN, MEAN)).cpu().numpy()
+    assert_mc_close(x, MEAN.cpu().numpy())
     assert_mc_close(second, np.array([full[0, 0], full[1, 1], full[0, 1]]))
-    scale = samples["scale"].numpy().astype(np.float64)[..., None]
+    scale = samples["scale"].cpu().numpy().astype(np.float64)[..., None]
     assert_mc_close(np.concatenate([scale, scale**2], -1), [math.exp(0.125), math.exp(0.5)])
     stats = px.to_arviz(mcmc).sample_stats
     assert float(stats["hamiltonian_drift"].max()) < 0.5
@@ -60,7 +62,7 @@ def mixture_model():
 @pytest.mark.slow
 def test_two_dimensional_mixture_moments():
     mcmc = _run(px.ESH(mixture_model, step_size=0.3, num_steps=8), 700, 30, seed=1)
-    x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
+    x = mcmc.get_samples(group_by_chain=True)["x"].cpu().numpy().astype(np.float64)
     means = (np.array([-1.2, 0.0]), np.array([1.2, 0.5]))
     mean = 0.3 * means[0] + 0.7 * means[1]
     second = 0.3 * (np.eye(2) + np.outer(means[0], means[0])) + 0.7 * (
@@ -72,7 +74,7 @@ def test_two_dimensional_mixture_moments():
 
 def test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior():
     y = torch.tensor([0.3, 1.1, 0.8])
-    mean_z, mean_mu, second_mu = mixed_model_exact(y.numpy())
+    mean_z, mean_mu, second_mu = mixed_model_exact(y.cpu().numpy())
     kernel = px.Gibbs(
         [
             (px.DMALA(mixed_model), px.discrete_sites),
@@ -81,8 +83,8 @@ def test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior():
     )
     mcmc = _run(kernel, 1000, 100, y)
     samples = mcmc.get_samples(group_by_chain=True)
-    assert_mc_close(samples["z"].numpy().astype(np.float64), mean_z)
-    mu = samples["mu"].numpy().astype(np.float64)
+    assert_mc_close(samples["z"].cpu().numpy().astype(np.float64), mean_z)
+    mu = samples["mu"].cpu().numpy().astype(np.float64)
     assert_mc_close(np.stack([mu, mu**2], axis=-1), np.array([mean_mu, second_mu]))
 
 
@@ -104,5 +106,5 @@ def test_default_step_size_is_adapted_in_warmup():
     assert np.all(step_size == step_size.flat[0])  # frozen after warmup
     assert abs(float(step_size.flat[0]) - 0.1) > 0.05  # moved from the start
     assert np.all(stats["num_grad_evals"].values >= 20)
-    x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
-    assert_mc_close(x, MEAN.numpy())
+    x = mcmc.get_samples(group_by_chain=True)["x"].cpu().numpy().astype(np.float64)
+    assert_mc_close(x, MEAN.cpu().numpy())

@@ -23,7 +23,8 @@ W = torch.tensor(ising_weights(3), dtype=torch.float32)
 def ising_model():
     x = pyro.sample("x", dist.Bernoulli(0.5).expand([9]).to_event(1))
     s = 2.0 * x - 1.0
-    pyro.factor("ising", A * s @ W @ s + B * s.sum())
+    weights = W.to(s.device)  # a module constant, made before a test picks the device
+    pyro.factor("ising", A * s @ weights @ s + B * s.sum())
 
 
 def enumerate_pyro(model, sites: dict, *args):
@@ -83,11 +84,11 @@ def _run(kernel, num_samples, warmup, *args, num_chains=1, seed=0):
 )
 def test_ising_3x3_marginals_and_pairwise_moments(kernel_cls, num_samples):
     states, probs = enumerate_pyro(ising_model, {"x": ((9,), (0, 1))})
-    s_all = np.stack([2.0 * st[0].numpy() - 1.0 for st in states])
+    s_all = np.stack([2.0 * st[0].cpu().numpy() - 1.0 for st in states])
     iu = np.triu_indices(9, 1)
     pair_all = np.einsum("ni,nj->nij", s_all, s_all)[:, iu[0], iu[1]]
     mcmc = _run(kernel_cls(ising_model), num_samples, 300)
-    x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
+    x = mcmc.get_samples(group_by_chain=True)["x"].cpu().numpy().astype(np.float64)
     s = 2.0 * x - 1.0
     pair = np.einsum("cni,cnj->cnij", s, s)[..., iu[0], iu[1]]
     assert_mc_close(s, probs @ s_all)
@@ -105,12 +106,12 @@ def mixed_model(y):
 @pytest.mark.slow
 def test_mixed_model_with_gibbs_and_nuts_matches_exact_posterior():
     y = torch.tensor([0.3, 1.1, 0.8])
-    mean_z, mean_mu, second_mu = mixed_model_exact(y.numpy())
+    mean_z, mean_mu, second_mu = mixed_model_exact(y.cpu().numpy())
     kernel = px.Gibbs([(px.DMALA(mixed_model), px.discrete_sites), (NUTS(mixed_model), None)])
     mcmc = _run(kernel, 2000, 300, y)
     samples = mcmc.get_samples(group_by_chain=True)
-    z = samples["z"].numpy().astype(np.float64)
-    mu = samples["mu"].numpy().astype(np.float64)
+    z = samples["z"].cpu().numpy().astype(np.float64)
+    mu = samples["mu"].cpu().numpy().astype(np.float64)
     assert_mc_close(z, mean_z)
     assert_mc_close(np.stack([mu, mu**2], axis=-1), np.array([mean_mu, second_mu]))
     idata = px.to_arviz(mcmc)
@@ -148,23 +149,23 @@ def test_several_site_types_in_plates(kernel_cls):
         ).astype(float)
 
     expected = sum(
-        p * features(st[0].numpy(), st[1].numpy(), st[2].numpy(), st[3].numpy().argmax())
+        p * features(*(t.cpu().numpy() for t in st[:3]), st[3].cpu().numpy().argmax())
         for st, p in zip(states, probs)
     )
     # the gradient path on every ordinal site (exact_sites="auto" would switch the small k)
     # 1,000 draws (the check's tolerance follows the ESS) keep the default run short
     mcmc = _run(kernel_cls(several_sites_model, exact_sites=[]), 1000, 150)
     smp = mcmc.get_samples(group_by_chain=True)
-    assert np.all(smp["k"].numpy() <= np.array([2, 3]))
-    np.testing.assert_array_equal(smp["h"].sum(-1).numpy(), 1.0)
-    got = features(
-        smp["x"].numpy(), smp["k"].numpy(), smp["c"].numpy(), smp["h"].numpy().argmax(-1)
-    )
+    assert np.all(smp["k"].cpu().numpy() <= np.array([2, 3]))
+    np.testing.assert_array_equal(smp["h"].sum(-1).cpu().numpy(), 1.0)
+    got = features(*(smp[n].cpu().numpy() for n in "xkc"), smp["h"].cpu().numpy().argmax(-1))
     assert_mc_close(got, expected)
 
 
 @pytest.mark.parametrize("workers", [False, True], ids=["sequential", "spawned-workers"])
-def test_several_chains_and_arviz(workers, monkeypatch):
+def test_several_chains_and_arviz(workers, monkeypatch, torch_device):
+    if workers and torch_device != "cpu":
+        pytest.skip("worker processes do not inherit torch's default device")
     if workers:
         # Pyro uses worker processes only with a spare core; pretend there is one, and
         # spawn (which pickles the kernel) rather than fork
@@ -222,10 +223,10 @@ def test_kernels_pickle():
 )
 def test_discrete_gibbs_forms_are_exact_on_a_small_model(form):
     states, probs = enumerate_pyro(ising_model, {"x": ((9,), (0, 1))})
-    s_all = np.stack([2.0 * st[0].numpy() - 1.0 for st in states])
+    s_all = np.stack([2.0 * st[0].cpu().numpy() - 1.0 for st in states])
     # the two spin-flip modes of this lattice swap rarely: several chains for the ESS
     mcmc = _run(px.DiscreteGibbs(ising_model, **{form: True}), 450, 100, num_chains=3)
-    x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
+    x = mcmc.get_samples(group_by_chain=True)["x"].cpu().numpy().astype(np.float64)
     assert_mc_close(2.0 * x - 1.0, probs @ s_all)
 
 
@@ -286,7 +287,7 @@ def test_nan_potential_rejects_and_chain_continues():
         disable_progbar=True,
     )
     mcmc.run()
-    x = mcmc.get_samples()["x"].numpy()
+    x = mcmc.get_samples()["x"].cpu().numpy()
     assert not np.any(x[:, 0] * x[:, 1] > 0)
     stats = px.to_arviz(mcmc).sample_stats
     assert np.all(np.isfinite(stats["lp"].values))

@@ -9,6 +9,9 @@ import discrete_kernels as dk
 from ..core.targets import ALL_TARGETS
 from ..core.transition import stationary, transition_matrix
 
+# the core's transition matrices and JAX parity, computed on the CPU
+pytestmark = pytest.mark.cpu_only
+
 TARGETS = [make() for make in ALL_TARGETS]
 IDS = [t.name for t in TARGETS]
 
