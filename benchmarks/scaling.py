@@ -261,15 +261,14 @@ def ess_sweep(quick: bool, repeats: int) -> list[dict]:
 # ------------------------------------------------------------------------------ paper scale
 
 
-def torch_dlp_step_seconds(
-    params, chains: int, num_steps: int, device: str | None = None
-) -> tuple[float, float]:
+def torch_dlp_step(params, chains: int, device: str | None = None):
     """The DLP paper's binary DMALA step as its reference code writes it in torch (a
     gradient of the summed log density for each of the forward and reverse flip
     probabilities, the two log densities evaluated again for the MH ratio, ``log(p + 1e-10)``
-    for the proposal probabilities, temperature 2 in the difference): seconds per step and
-    mean acceptance, on ``device`` (default: CUDA where present, else the CPU with torch's
-    default threads)."""
+    for the proposal probabilities, temperature 2 in the difference, the acceptance read back
+    every step): ``(step, x, accepted)``, the step function, a start of ``chains`` rows on
+    ``device`` (default: CUDA where present, else the CPU) and the list it appends each
+    step's mean acceptance to."""
     import torch
 
     if device is None:
@@ -287,7 +286,7 @@ def torch_dlp_step_seconds(
     generator = torch.Generator(device=device).manual_seed(0)
     x = (torch.rand(chains, w.shape[0], generator=generator, device=device) < 0.5).float()
     term = 1.0 / (2.0 * STEP_SIZE)
-    accepted = []
+    accepted: list[float] = []
 
     def step(x):
         forward = torch.sigmoid(difference(x) - term)
@@ -302,14 +301,26 @@ def torch_dlp_step_seconds(
         accepted.append(float(accept.mean()))
         return y * accept[:, None] + x * (1.0 - accept[:, None])
 
+    return step, x, accepted
+
+
+def torch_dlp_step_seconds(
+    params, chains: int, num_steps: int, device: str | None = None
+) -> tuple[float, float]:
+    """Seconds per step and mean acceptance of :func:`torch_dlp_step` on ``device``
+    (default: CUDA where present, else the CPU with torch's default threads)."""
+    import torch
+
+    step, x, accepted = torch_dlp_step(params, chains, device)
+    on_cuda = x.device.type == "cuda"
     for _ in range(5):
         x = step(x)
-    if device != "cpu":
+    if on_cuda:
         torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(num_steps):
         x = step(x)
-    if device != "cpu":
+    if on_cuda:
         torch.cuda.synchronize()
     return (time.perf_counter() - start) / num_steps, float(np.mean(accepted))
 

@@ -29,13 +29,23 @@ def log_sigmoid(x: Array) -> Array:
     Written with the ``exp(-|x|)`` that :func:`sigmoid` uses, so a compiler that sees both
     computes it once: with it the binary DLP's flip and ``log q`` cost 2.6 ns per coordinate
     under jit on this project's CPU, against 4.5 ns with ``-logaddexp(0, -x)`` and ``log u``.
+    Torch runs eagerly, one device operation per call: there torch's own fused function (one
+    operation instead of seven; the same value to rounding).
     """
+    if is_torch_array(x):
+        import torch
+
+        return torch.nn.functional.logsigmoid(x)
     xp = array_namespace(x)
     return xp.minimum(x, xp.zeros_like(x)) - xp.log1p(xp.exp(-xp.abs(x)))
 
 
 def sigmoid(x: Array) -> Array:
-    """``1 / (1 + exp(-x))`` without overflow, elementwise (exact 0 and 1 at -inf and inf)."""
+    """``1 / (1 + exp(-x))`` without overflow, elementwise (exact 0 and 1 at -inf and inf).
+
+    On torch, its one fused operation (eager torch launches each operation separately)."""
+    if is_torch_array(x):
+        return x.sigmoid()
     xp = array_namespace(x)
     e = xp.exp(-xp.abs(x))
     return xp.where(x >= 0, xp.ones_like(x), e) / (1.0 + e)

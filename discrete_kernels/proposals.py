@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from array_api_compat import device as _device
+from array_api_compat import is_torch_array
 
 from ._xp import (
     Array,
@@ -92,6 +93,8 @@ def finite_local(local: Array, is_table: bool) -> Array:
     if is_table:
         bad = xp.isnan(local) | (local == xp.inf)
         return xp.where(bad, xp.full_like(local, -xp.inf), local)
+    if is_torch_array(local):  # one eager operation instead of four (isfinite is three)
+        return local.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
     return xp.where(xp.isfinite(local), local, xp.zeros_like(local))
 
 

@@ -107,3 +107,39 @@ def test_dlp_step_under_jit_and_vmap_matches_numpy():
     np.testing.assert_allclose(float(info.accept_prob), float(ref_info.accept_prob), rtol=1e-5)
     batched = jax.vmap(jax_step)(jnp.stack([jnp.asarray(x0)] * 3))
     np.testing.assert_array_equal(np.asarray(batched[0].x[0]), np.stack([ref_state.x[0]] * 3))
+
+
+NAN, INF = float("nan"), float("inf")
+# (f(x), f(y), log q(y | x), log q(x | y)) -> log A
+MH_CASES = [
+    ((-1.0, -2.0, -0.5, -0.25), -1.0 + 0.25),
+    ((-1.0, -INF, -0.5, -0.25), -INF),  # zero-probability proposal
+    ((-1.0, NAN, -0.5, -0.25), -INF),
+    ((-1.0, INF, -0.5, -0.25), -INF),  # an infinite energy is unusable, not a sure move
+    ((-1.0, -2.0, -INF, -0.25), -INF),  # drawn from a table with no usable entry
+    ((-1.0, -2.0, NAN, -0.25), -INF),
+    ((-1.0, -2.0, -0.5, -INF), -INF),  # no way back: never accepted
+    ((-1.0, -2.0, -0.5, NAN), -INF),
+]
+
+
+@pytest.mark.parametrize(("terms", "expected"), MH_CASES, ids=[str(c[0]) for c in MH_CASES])
+def test_mh_log_ratio_rejects_every_unusable_term_on_every_backend(terms, expected):
+    for lib in (np, jnp, torch):
+        args = [lib.asarray(t, dtype=lib.float32) for t in terms]
+        got = float(dk.mh_log_ratio(*args))
+        assert got == pytest.approx(expected), (lib.__name__, terms)
+        assert float(dk.accept_probability(lib.asarray(got))) == pytest.approx(
+            min(1.0, np.exp(expected))
+        )
+
+
+def test_finite_local_zeroes_every_non_finite_gradient_entry_on_every_backend():
+    from discrete_kernels.proposals import finite_local
+
+    local = np.array([0.5, NAN, INF, -INF, -2.0], dtype=np.float32)
+    for lib in (np, jnp, torch):
+        got = np.asarray(finite_local(lib.asarray(local), is_table=False))
+        np.testing.assert_array_equal(got, [0.5, 0.0, 0.0, 0.0, -2.0])
+        table = np.asarray(finite_local(lib.asarray(local), is_table=True))
+        np.testing.assert_array_equal(table, [0.5, -INF, -INF, -INF, -2.0])
