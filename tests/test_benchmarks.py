@@ -47,6 +47,19 @@ def test_step_and_floor_timings_run_on_a_small_target():
     assert 0 < floor and 0 < step < 1
 
 
+def test_operation_count_sees_forward_and_backward_operations():
+    """The operations-per-step column of the Pyro rows: torch's dispatched operations."""
+    import torch
+
+    def advance(x):
+        (grad,) = torch.autograd.grad((x * x).sum(), x)  # mul, sum; backward: ones, 2 muls...
+        return (x + grad).detach().requires_grad_()
+
+    count = device_step.aten_operations_per_step(advance, torch.ones(3, requires_grad=True))
+    assert count >= 5 and count == int(count)  # the backward pass is counted too
+    assert device_step.aten_operations_per_step(lambda t: t * 2 + 1, torch.ones(3)) == 2
+
+
 @pytest.mark.slow
 def test_device_step_loops_run_on_a_small_target():
     """The hand-written DMALA step and the MCMC difference timing of benchmarks/device_step.py

@@ -162,27 +162,7 @@ def test_several_site_types_in_plates(kernel_cls):
     assert_mc_close(got, expected)
 
 
-@pytest.mark.parametrize("workers", [False, True], ids=["sequential", "spawned-workers"])
-def test_several_chains_and_arviz(workers, monkeypatch, torch_device):
-    if workers and torch_device != "cpu":
-        pytest.skip("worker processes do not inherit torch's default device")
-    if workers:
-        # Pyro uses worker processes only with a spare core; pretend there is one, and
-        # spawn (which pickles the kernel) rather than fork
-        monkeypatch.setattr(pyro.infer.mcmc.api.mp, "cpu_count", lambda: 4)
-        pyro.set_rng_seed(0)
-        mcmc = MCMC(
-            px.DMALA(ising_model),
-            num_samples=200,
-            warmup_steps=100,
-            num_chains=2,
-            mp_context="spawn",
-            disable_progbar=True,
-        )
-        assert type(mcmc.sampler).__name__ == "_MultiSampler"
-        mcmc.run()
-    else:
-        mcmc = _run(px.DMALA(ising_model), 200, 100, num_chains=2)
+def _check_two_chains_and_arviz(mcmc) -> None:
     samples = mcmc.get_samples(group_by_chain=True)
     assert samples["x"].shape == (2, 200, 9)
     assert not torch.equal(samples["x"][0], samples["x"][1])
@@ -193,6 +173,29 @@ def test_several_chains_and_arviz(workers, monkeypatch, torch_device):
     steps = idata.sample_stats["step_size"].values
     assert np.all(steps == steps[:, :1])  # frozen after warmup
     assert not np.allclose(steps[:, 0], 0.5)  # and adapted during it
+
+
+def test_several_chains_and_arviz():
+    _check_two_chains_and_arviz(_run(px.DMALA(ising_model), 200, 100, num_chains=2))
+
+
+@pytest.mark.cpu_only  # worker processes do not inherit torch's default device
+def test_several_chains_in_spawned_workers_and_arviz(monkeypatch):
+    # Pyro uses worker processes only with a spare core; pretend there is one, and spawn
+    # (which pickles the kernel) rather than fork
+    monkeypatch.setattr(pyro.infer.mcmc.api.mp, "cpu_count", lambda: 4)
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(
+        px.DMALA(ising_model),
+        num_samples=200,
+        warmup_steps=100,
+        num_chains=2,
+        mp_context="spawn",
+        disable_progbar=True,
+    )
+    assert type(mcmc.sampler).__name__ == "_MultiSampler"
+    mcmc.run()
+    _check_two_chains_and_arviz(mcmc)
 
 
 def test_single_chain_arviz_and_logging():
