@@ -90,7 +90,7 @@ def plain_scan_dmala(
 
     def step(state, key):
         u = jax.random.uniform(key, (state.x[0].shape[0] + 1,))
-        state, info = dk.dlp_step(
+        state, info = dk.dlp.dlp_step(
             state,
             [u[:-1]],
             u[-1],

@@ -85,7 +85,7 @@ def plain_loop(step_size: float, num_steps: int, log_density) -> float:
     start = time.perf_counter()
     for _ in range(num_steps):
         u = torch.rand(SIDE * SIDE + 1)
-        state, _ = dk.dlp_step(
+        state, _ = dk.dlp.dlp_step(
             state,
             [u[:-1]],
             u[-1],

@@ -1,6 +1,6 @@
 """Meeting times of UCD's two couplings on the same RBMs: coupled block Gibbs (Alg. 3 of Qiu,
 Zhang and Wang) against coupled DMALA chains (the coordinate-wise maximal coupling of the DLP
-proposals with a common MH uniform, ``discrete_kernels.samplers.coupled_step``).
+proposals with a common MH uniform, ``discrete_kernels.dlp.coupled_step``).
 
     python benchmarks/ucd_couplings.py [--quick]
 

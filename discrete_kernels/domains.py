@@ -42,11 +42,6 @@ class Binary:
     def low(self) -> int:
         return 0
 
-    def candidate_values(self, like: Array) -> Array:
-        """Candidate values ``[0, 1]`` in the float dtype of ``like``, shape (2,)."""
-        xp = array_namespace(like)
-        return xp.asarray([0.0, 1.0], dtype=like.dtype, device=_device(like))
-
 
 @dataclass(frozen=True, eq=False)
 class Ordinal:
@@ -95,12 +90,6 @@ class Ordinal:
     def high(self) -> int:
         return self.low + self.num_values - 1
 
-    def candidate_values(self, like: Array) -> Array:
-        """Candidate values ``low .. low + S - 1`` in the float dtype of ``like``, shape (S,)."""
-        xp = array_namespace(like)
-        values = np.arange(self.low, self.low + self.num_values, dtype=np.float64)
-        return xp.asarray(values, dtype=like.dtype, device=_device(like))
-
     def valid_candidates(self, like: Array) -> Array | None:
         """Which candidates lie inside each coordinate's bounds, or None when all do.
 
@@ -139,12 +128,6 @@ class Categorical:
     @property
     def low(self) -> int:
         return 0
-
-    def candidate_values(self, like: Array) -> Array:
-        """Category indices ``0 .. K - 1`` in the float dtype of ``like``, shape (K,)."""
-        xp = array_namespace(like)
-        values = np.arange(self.num_values, dtype=np.float64)
-        return xp.asarray(values, dtype=like.dtype, device=_device(like))
 
 
 Domain = Binary | Ordinal | Categorical

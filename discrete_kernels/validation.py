@@ -21,6 +21,8 @@ from .domains import MAX_NUM_VALUES, Binary, Categorical, Domain
 __all__ = [
     "MAX_NUM_VALUES",
     "check_bool",
+    "check_bound",
+    "check_kernel_options",
     "check_fixed_supports",
     "check_initial_log_density",
     "check_int",
@@ -107,6 +109,59 @@ def check_symmetric_matrix(owner: str, option: str, value: Array, size: int) -> 
     if float(xp.max(xp.abs(value - value.T))) > 1e-6 * max(scale, 1.0):
         raise ValueError(f"{owner}: {option} must be symmetric (W = W^T).")
     return value
+
+
+def check_site_names(what: str, names: Any, sites: Sequence[str]) -> None:
+    """Raise ``ValueError`` if ``names`` (given in option ``what``) are not all in ``sites``,
+    listing the unknown ones and the sites there are."""
+    unknown = sorted(set(names) - set(sites))
+    if unknown:
+        raise ValueError(
+            f"{what}: {unknown} are not discrete latent sites of the model; the discrete "
+            f"latent sites are {list(sites)}."
+        )
+
+
+def check_bound(name: str, model: Any, potential_fn: Any) -> None:
+    """A kernel built with neither a model nor a potential (a sampler for the EBM trainers)
+    cannot run in ``MCMC``: say so when it is asked to."""
+    if model is None and potential_fn is None:
+        raise ValueError(
+            f"{name}: give exactly one of `model` or `potential_fn` to run it in MCMC (a "
+            "kernel built without either only serves as the sampler of an EBM trainer)."
+        )
+
+
+def check_kernel_options(
+    name: str,
+    model: Any,
+    potential_fn: Any,
+    domain: Any,
+    domain_hint: str,
+) -> None:
+    """Raise ``ValueError`` naming the argument and what is allowed.
+
+    Parameters
+    ----------
+    name : str
+        The kernel's name, for the messages.
+    model, potential_fn, domain
+        The constructor's arguments.
+    domain_hint : str
+        How a pytree of domains is given in this adapter.
+    """
+    if model is not None and potential_fn is not None:
+        raise ValueError(f"{name}: give exactly one of `model` or `potential_fn`.")
+    if potential_fn is not None and domain is None:  # (neither: an EBM sampler, see check_bound)
+        raise ValueError(
+            f"{name}: `potential_fn` needs `domain=` (Binary(), Ordinal(S), Categorical(K), "
+            f"or {domain_hint})."
+        )
+    if model is not None and domain is not None:
+        raise ValueError(
+            f"{name}: `domain` is for potential mode; a model's site domains come from its "
+            "distributions."
+        )
 
 
 # ------------------------------------------------------------------------------------------

@@ -6,31 +6,26 @@
 
 from discrete_kernels.domains import Binary, Categorical, Ordinal
 
-from .ab import AB, ABAdaptState
-from .acs import ACS, ACSState
 from .arviz import gibbs_fields, to_arviz
-from .base import DiscreteKernel, DiscreteState, DLPState
+from .driver import DiscreteKernel, DiscreteState
 from .esh import ESH, ESHState, JarzynskiResult, esh_jarzynski
-from .steps import DMALA, DULA, GWG
+from .kernels import AB, ACS, DMALA, DULA, GWG
 
 __all__ = [
-    "gibbs_fields",
-    "to_arviz",
-    "ESH",
-    "ESHState",
-    "JarzynskiResult",
-    "esh_jarzynski",
     "AB",
-    "ABAdaptState",
     "ACS",
-    "ACSState",
-    "DLPState",
-    "DiscreteKernel",
-    "DiscreteState",
     "DMALA",
     "DULA",
+    "ESH",
     "GWG",
     "Binary",
     "Categorical",
+    "DiscreteKernel",
+    "DiscreteState",
+    "ESHState",
+    "JarzynskiResult",
     "Ordinal",
+    "esh_jarzynski",
+    "gibbs_fields",
+    "to_arviz",
 ]

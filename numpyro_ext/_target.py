@@ -16,19 +16,20 @@ import numpy as np
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from discrete_kernels import Binary, Categorical, Domain, Ordinal, as_domain
-from discrete_kernels.leaves import (
+from discrete_kernels import Binary, Categorical, Domain, Ordinal
+from discrete_kernels.domains import as_domain
+from discrete_kernels.sites import (
     EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
     LeafSpec,
     check_discrete_sites,
     ordinal_from_bounds,
+    single_site_substitutions,
     unsupported_site_error,
     unwrap_distribution,
     unwrap_support,
 )
-from discrete_kernels.proposals import single_site_substitutions
 
 SUPPORTED = (
     "Bernoulli, Binomial, BetaBinomial, Categorical, DiscreteUniform and other "

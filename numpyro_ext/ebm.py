@@ -16,7 +16,7 @@ the model term is estimated:
   they meet, which makes the model term unbiased: block Gibbs chains of an RBM
   (:func:`discrete_kernels.ebm.rbm_coupled_gibbs_step`) or, for any energy, DMALA chains
   coupled per coordinate (``UCD(coupling=nx.DMALA(step_size=...))``,
-  :func:`discrete_kernels.samplers.coupled_step`); meeting times and cap hits are in the
+  :func:`discrete_kernels.samplers.dlp.coupled_step`); meeting times and cap hits are in the
   history.
 
 All the mathematics is in :mod:`discrete_kernels.ebm` and the samplers' specs; this module
@@ -37,24 +37,25 @@ import numpy as np
 from jax import random
 
 import discrete_kernels as dk
-from discrete_kernels import acs as core_acs
 from discrete_kernels import ebm as core
 from discrete_kernels.ebm import (
     CD,
     PCD,
     UCD,
-    ACSPCDState,
     BlockGibbs,
     SiteGibbs,
     check_method,
     check_ucd_coupling,
 )
-from discrete_kernels.esh import log_mean_exp_with_error
-from discrete_kernels.samplers import ACSSpec, SamplerSpec, Sites, StepParameters
+from discrete_kernels.kernel import Sampler, Sites
+from discrete_kernels.samplers.acs import ACSPCDState
+from discrete_kernels.samplers.esh_dynamics import log_mean_exp_with_error
 from discrete_kernels.validation import check_int
+from discrete_kernels.warmup import Feedback, run_phases, start_phases
 
 from . import _sharding
-from .base import JAX_CONTROL, DiscreteKernel, draw_noise
+from ._noise import draw_noise
+from .driver import JAX_CONTROL, DiscreteKernel
 
 __all__ = [
     "CD",
@@ -190,14 +191,14 @@ def _sampler_of(method: Any, energy: Any) -> Any:
     return sampler
 
 
-def _kernel_sampler(kernel: DiscreteKernel, dim: int) -> tuple[SamplerSpec, Sites, Any]:
+def _kernel_sampler(kernel: DiscreteKernel, dim: int) -> tuple[Sampler, Sites, Any]:
     """The spec, the sites of one binary leaf of ``dim`` coordinates, and the adaptation
     state at which the spec's parameters are its initial ones (no warmup in training)."""
-    spec = kernel._spec
+    spec = kernel.spec
     sites = Sites(("x",), (dk.Binary(),), (False,))
     spec.check_sites(sites, dim)
-    adapt = spec.adapt_init(jnp.ones(()), 0, dim, JAX_CONTROL)
-    return spec, sites, adapt
+    adapt = spec.adapt_init(jnp.ones(()), 0, sites, dim, JAX_CONTROL)
+    return spec, sites, start_phases(spec.phases(0, JAX_CONTROL), adapt)
 
 
 def _advance(sampler, energy, params, x, key, num_steps: int, dim: int):
@@ -266,44 +267,36 @@ def _kernel_chain_fns(kernel: DiscreteKernel, dim: int, log_density: Callable):
         f, local = local_fn((x,))
         return dk.ChainState((x,), f, local)
 
+    phases = {0: spec.phases(0, JAX_CONTROL)}
+
     def step(chain, adapt_state, key, i, params=None, num_warmup=0):
         _, noise = draw_noise(key, shapes)
         fixed = params is not None
         params = params if fixed else spec.parameters(adapt_state)
         chain, info = spec.step(chain, noise, params, adapt_state, sites, local_fn)
         if not fixed:
-            adapt_state = spec.adapt_update(adapt_state, info, params, i, num_warmup, JAX_CONTROL)
+            if num_warmup not in phases:
+                phases[num_warmup] = spec.phases(num_warmup, JAX_CONTROL)
+            feedback = Feedback(info, params, chain, i)
+            adapt_state = run_phases(phases[num_warmup], adapt_state, feedback, JAX_CONTROL)
         return chain, adapt_state, info.accept_prob
 
     return init, step, local_fn
 
 
-def _acs_pcd_init(kernel: DiscreteKernel, buffer: jax.Array) -> ACSPCDState:
-    spec = kernel._spec
-    assert isinstance(spec, ACSSpec)
-    alpha_max, alpha_min = (jnp.nan, jnp.nan) if spec.cycle is None else spec.cycle[:2]
-    dtype = jnp.result_type(float)
-    return ACSPCDState(
-        buffer,
-        jnp.zeros((), jnp.int32),
-        jnp.asarray(alpha_max, dtype),
-        jnp.asarray(alpha_min, dtype),
-    )
-
-
 def _acs_pcd_advance(kernel, energy, params, state: ACSPCDState, key, num_steps: int, dim: int):
-    """PCD's negative phase with ACS (App. B, Alg. 6): the iteration's ``num_steps`` steps
-    at the schedule's ``(alpha, beta)`` (:func:`discrete_kernels.acs.acs_pcd_step_parameters`),
+    """PCD's negative phase with ACS (App. B, Alg. 6): the iteration's ``num_steps`` steps at
+    the schedule's ``(alpha, beta)`` (:class:`discrete_kernels.samplers.acs.ACSPCDSchedule`),
     or on a re-tuning iteration the full tuning run of the kernel on each chain, whose
     estimates (medians over the chains) set the cycle. Returns ``(samples, mean accept_prob,
     new state)``."""
-    spec = kernel._spec
-    config = spec.config
+    spec = kernel.spec
+    schedule = spec.pcd_schedule()
     init, step, _ = _kernel_chain_fns(kernel, dim, lambda z: -energy(params, z[None])[0])
-    adapt0 = spec.adapt_init(jnp.ones(()), 0, dim, JAX_CONTROL)
+    _, sites, adapt0 = _kernel_sampler(kernel, dim)
     keys = random.split(key, state.buffer.shape[0])
     x = jnp.asarray(state.buffer, jnp.int32)
-    tuning = core_acs.tuning_steps(config)
+    tuning = schedule.tuning_steps
 
     def tune(_):
         def one_chain(x1, key1):
@@ -313,24 +306,22 @@ def _acs_pcd_advance(kernel, energy, params, state: ACSPCDState, key, num_steps:
                 chain, adapt, accept_prob = step(chain, adapt, key_step, i, num_warmup=tuning)
                 return chain, adapt, key, accept + accept_prob
 
-            adapt = spec.adapt_init(jnp.ones(()), tuning, dim, JAX_CONTROL)
+            adapt = spec.adapt_init(jnp.ones(()), tuning, sites, dim, JAX_CONTROL)
+            adapt = start_phases(spec.phases(tuning, JAX_CONTROL), adapt)
             carry = (init(x1), adapt, key1, jnp.zeros(()))
             chain, adapt, _, accept = jax.lax.fori_loop(0, tuning, body, carry)
             return chain.x[0], accept / tuning, adapt.alpha_max, adapt.alpha_min
 
         xs, accept, alpha_max, alpha_min = jax.vmap(one_chain)(x, keys)
-        low, high = jnp.median(alpha_min), jnp.median(alpha_max)
-        return xs, jnp.mean(accept), jnp.maximum(high, low), jnp.minimum(high, low)
+        high, low = schedule.tuned_bounds(alpha_max, alpha_min)
+        return xs, jnp.mean(accept), high, low
 
     def scheduled(_):
         def one_chain(x1, key1):
             def body(i, carry):
                 chain, key, accept = carry
                 key, key_step = random.split(key)
-                alpha, beta, metropolis = core_acs.acs_pcd_step_parameters(
-                    state.iteration, i, state.alpha_max, state.alpha_min, config
-                )
-                step_params = StepParameters(alpha, beta, metropolis)
+                step_params = schedule.parameters(state, i)
                 chain, _, accept_prob = step(chain, adapt0, key_step, i, params=step_params)
                 return chain, key, accept + accept_prob
 
@@ -341,8 +332,8 @@ def _acs_pcd_advance(kernel, energy, params, state: ACSPCDState, key, num_steps:
         xs, accept = jax.vmap(one_chain)(x, keys)
         return xs, jnp.mean(accept), state.alpha_max, state.alpha_min
 
-    if spec.cycle is None:
-        retune = core_acs.acs_pcd_retunes(state.iteration, config)
+    if schedule.tunes:
+        retune = schedule.retunes(state.iteration)
         xs, accept, alpha_max, alpha_min = jax.lax.cond(retune, tune, scheduled, None)
     else:
         xs, accept, alpha_max, alpha_min = scheduled(None)
@@ -450,7 +441,7 @@ def _rbm_coupling(method: UCD, params, batch) -> _Coupling:
 
 def _kernel_coupling(kernel: DiscreteKernel, energy, params, batch) -> _Coupling:
     """Two DMALA chains on ``{0, 1}^d`` coupled per coordinate with a common MH uniform
-    (:func:`discrete_kernels.samplers.coupled_step`); each chain keeps its cached log density
+    (:func:`discrete_kernels.samplers.dlp.coupled_step`); each chain keeps its cached log density
     and gradient, so a coupled step costs two gradient evaluations per pair."""
     chains, dim = batch.shape
     spec, sites, adapt = _kernel_sampler(kernel, dim)  # a DMALA spec (check_ucd_coupling)
@@ -469,9 +460,7 @@ def _kernel_coupling(kernel: DiscreteKernel, energy, params, batch) -> _Coupling
 
     def coupled(xi, eta, k):
         _, noise = draw_noise(k, shapes)
-        xi, eta, _, _ = dk.samplers.coupled_step(
-            spec, xi, eta, noise, step_params, adapt, sites, local_fn
-        )
+        xi, eta, _, _ = spec.coupled_step(xi, eta, noise, step_params, adapt, sites, local_fn)
         return xi, eta
 
     def step(key, t, xi, eta):
@@ -583,12 +572,12 @@ def _ucd_step_noise(key: jax.Array, t: jax.Array, chains: int, m: int, n: int, t
 
 
 def _uses_acs_schedule(method: Any, sampler: Any) -> bool:
-    """PCD with an ACS kernel runs the App. B schedule (CD restarts at data every iteration,
-    so it keeps the kernel's own cycle)."""
+    """PCD with a kernel whose sampler has a schedule of its own in PCD (ACS: App. B) runs
+    it (CD restarts at data every iteration, so it keeps the kernel's own parameters)."""
     return (
         isinstance(method, PCD)
         and isinstance(sampler, DiscreteKernel)
-        and isinstance(sampler._spec, ACSSpec)
+        and sampler.spec.pcd_schedule() is not None
     )
 
 
@@ -620,7 +609,7 @@ def _make_update(
     acs_schedule = _uses_acs_schedule(method, sampler)
     if isinstance(method, UCD):
         coupling = method.coupling
-        spec = coupling._spec if isinstance(coupling, DiscreteKernel) else None
+        spec = coupling.spec if isinstance(coupling, DiscreteKernel) else None
         check_ucd_coupling(method, isinstance(energy, RBM), spec, "nx.DMALA")
 
     def update(params: Any, opt_state: Any, buffer: Any, key: jax.Array, data: Any) -> tuple:
@@ -744,7 +733,7 @@ def train(
         if isinstance(method, PCD):
             buffer = data[random.randint(key_buffer, (num_chains,), 0, data.shape[0])]
             if _uses_acs_schedule(method, _sampler_of(method, energy)):
-                buffer = _acs_pcd_init(method.sampler, buffer)
+                buffer = method.sampler.spec.pcd_schedule().init(buffer)
         done, history = 0, {}
     chain_sharding = _sharding.chain_sharding(
         {"batch_size": batch_size, "chains": num_chains}, "train"

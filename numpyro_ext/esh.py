@@ -17,12 +17,16 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import _transforms_from_trace, initialize_model, transform_fn
 from numpyro.util import identity, is_prng_key
 
-from discrete_kernels import esh
-from discrete_kernels.constructors import ESHConstructor
-from discrete_kernels.samplers import ESHChain, ESHSpec, ESHStepInfo, NoiseShapes, StepNoise
+from discrete_kernels import NoiseShapes, StepNoise
+from discrete_kernels.kernel import kernel_signature, split_options
+from discrete_kernels.samplers import esh_dynamics as esh
+from discrete_kernels.samplers.esh import ESH as ESHSampler
+from discrete_kernels.samplers.esh import ESHChain, ESHInfo
+from discrete_kernels.warmup import Feedback, run_phases
 
 from . import _sharding
-from .base import _fori, draw_noise
+from ._noise import draw_noise
+from .driver import JAX_CONTROL, _fori
 
 __all__ = ["ESH", "ESHState", "JarzynskiResult", "esh_jarzynski"]
 
@@ -39,7 +43,7 @@ class ESHState(NamedTuple):
     - **num_grad_evals** - gradient evaluations of this draw;
     - **rng_key**;
     - **adapt_state** - the step size and orbit length of the next draw, and what their
-      warmup adaptation needs (:class:`discrete_kernels.esh.ESHAdaptState`).
+      warmup adaptation needs (:class:`discrete_kernels.samplers.esh.ESHAdaptState`).
     """
 
     i: jax.Array
@@ -62,61 +66,44 @@ def _flat_value_and_grad(potential_fn: Callable, unravel: Callable) -> Callable:
     return jax.value_and_grad(log_density)
 
 
-class ESH(ESHConstructor, MCMCKernel):
-    """Energy-sampling Hamiltonian dynamics (Ver Steeg and Galstyan, 2021) for continuous sites.
-
-    Each draw starts the time-scaled ESH dynamics from the current point with a fresh uniform
-    direction, integrates ``num_steps`` leapfrog steps of size ``step_size`` (one gradient each)
-    and returns a point of the trajectory drawn with weight ``|v| = exp(r)`` (reservoir
-    sampling, no accept/reject step).
-
-    With ``exact=True`` (default) the trajectory is an orbit through the current point placed
-    at a uniformly random offset (part integrated backward) and each point's weight is the
-    exact form of ``|v|`` for the discretised dynamics, ``pi(x_k) J_k / pi(x_0)`` (see
-    :func:`discrete_kernels.esh.orbit_log_weight`): the kernel then leaves the posterior
-    exactly invariant at any step size. ``exact=False`` is the paper's forward-only reservoir,
-    which, restarted at every draw, is biased (measured in the tests: second moments of a
-    correlated Gaussian off by tens of standard errors); it is kept for comparison.
-    With ``chain_method="vectorized"`` the chains are split over all local devices (set
-    ``shard_chains = False`` on the instance to keep them on one). Constrained sites are
-    sampled in NumPyro's unconstrained space. Works standalone and as the
-    continuous block of ``numpyro.infer.Gibbs`` next to a discrete kernel of this library.
-
-    Parameters
-    ----------
-    model : callable, optional
-        NumPyro model with continuous latent sites.
-    potential_fn : callable, optional
-        Instead of a model: ``potential_fn(z) = -log density`` on a pytree of real arrays
-        (``init_params`` in ``MCMC.run`` required).
-    step_size : float, optional
-        Leapfrog step in the time-scaled coordinates: each step moves ``x`` by exactly this
-        distance. None (default): adapted during warmup from 0.1 (the paper's value) so that
-        the squared Hamiltonian error per dimension and step is about 1e-2
-        (:class:`discrete_kernels.esh.ESHAdaptation`); fixed afterwards.
-    num_steps : int, optional
-        Leapfrog steps (gradient evaluations) per draw. None (default): 20 at first, then
-        ``sqrt(sum_i Var(x_i)) / step_size`` (from 20 to 100), the posterior's scale
-        estimated from the chain's warmup draws, set at half of the warmup and at its end.
-    exact : bool
-        The exact orbit weighting (default) or the paper's reservoir.
-    """
+class ESH(MCMCKernel):
+    """NumPyro kernel of ESH (:class:`discrete_kernels.samplers.esh.ESH`) for continuous sites,
+    in NumPyro's unconstrained space. With ``chain_method="vectorized"`` the chains are split
+    over all local devices (set ``shard_chains = False`` on the instance to keep them on one).
+    Works standalone and as the continuous block of ``numpyro.infer.Gibbs`` next to a discrete
+    kernel of this library. ``model``: a NumPyro model with continuous latent sites; or
+    ``potential_fn(z) = -log density`` on a pytree of real arrays (``init_params`` in
+    ``MCMC.run`` required)."""
 
     sample_field = "z"
     shard_chains: bool = True  # vectorised chains over all local devices
 
-    def _init_driver(
-        self, model: Callable | None, *, potential_fn: Callable | None, spec: ESHSpec
+    def __init__(
+        self, model: Callable | None = None, *, potential_fn: Callable | None = None, **options
     ) -> None:
+        if (model is None) == (potential_fn is None):
+            raise ValueError("ESH: give exactly one of `model` or `potential_fn`.")
+        own, _ = split_options(ESHSampler, options)
+        self._spec = ESHSampler(**own)
         self._model = model
         self._potential_fn = potential_fn
-        self._spec = spec
         self._potential_fn_gen = None
         self._postprocess_fn = None
         self._inv_transforms = None
         self._dynamic_support = False
         self._sample_fn = None
         self._num_warmup = 0
+
+    @property
+    def spec(self) -> ESHSampler:
+        """The sampler's spec (its validated options)."""
+        return self._spec
+
+    @property
+    def adaptation(self):
+        """The warmup adaptation's settings
+        (:class:`discrete_kernels.samplers.esh.ESHAdaptation`)."""
+        return self._spec.adaptation
 
     # ---------------------------------------------------------------- PPL protocol
 
@@ -126,7 +113,7 @@ class ESH(ESHConstructor, MCMCKernel):
 
     @property
     def default_fields(self) -> tuple[str, ...]:
-        return ("z", "potential_energy", *ESHStepInfo._fields)
+        return ("z", "potential_energy", *ESHInfo._fields)
 
     def get_diagnostics_str(self, state: ESHState) -> str:
         return f"H drift {float(state.hamiltonian_drift):.2g}"
@@ -267,7 +254,7 @@ class ESH(ESHConstructor, MCMCKernel):
     def _draw_noise(
         self, rng_key: jax.Array, shapes: NoiseShapes, index: jax.Array
     ) -> tuple[jax.Array, StepNoise]:
-        """The next key and the noise of draw ``index`` (:func:`numpyro_ext.base.draw_noise`)."""
+        """The next key and the noise of draw ``index`` (:func:`numpyro_ext._noise.draw_noise`)."""
         return draw_noise(rng_key, shapes)
 
     def _sample_one(self, state: ESHState, model_args, model_kwargs) -> ESHState:
@@ -281,8 +268,10 @@ class ESH(ESHConstructor, MCMCKernel):
         rng_key, noise = self._draw_noise(state.rng_key, shapes, state.i)
         chain = ESHChain(flat, -state.potential_energy, -flat_grad)
         adapt = state.adapt_state
-        chain, info = self._spec.step(chain, noise, value_and_grad, adapt, loop=_fori)
-        adapt = self._spec.adapt_update(adapt, info, chain.x, state.i, self._num_warmup)
+        params = (adapt.step_size, adapt.num_steps)
+        chain, info = self._spec.step(chain, noise, value_and_grad, adapt, JAX_CONTROL)
+        feedback = Feedback(info, params, chain, state.i)
+        adapt = run_phases(self._spec.phases(self._num_warmup), adapt, feedback, JAX_CONTROL)
         return ESHState(
             i=state.i + 1,
             z=unravel(chain.x),
@@ -373,3 +362,6 @@ def esh_jarzynski(
         log_z_se=se,
         ess=1.0 / jnp.sum(jnp.exp(2 * normalised)),
     )
+
+
+ESH.__signature__ = kernel_signature(ESHSampler, domain=False)  # type: ignore[attr-defined]

@@ -8,21 +8,18 @@
 from discrete_kernels.domains import Binary, Categorical, Ordinal
 
 from ._target import discrete_sites
-from .ab import AB
-from .acs import ACS
 from .arviz import to_arviz
-from .base import DiscreteKernel
-from .discrete_gibbs import DiscreteGibbs
+from .driver import DiscreteKernel
 from .esh import ESH
 from .gibbs import Gibbs
-from .steps import DMALA, DULA, GWG
+from .kernels import AB, ACS, DMALA, DULA, GWG, DiscreteGibbs
 
 __all__ = [
-    "ESH",
     "AB",
     "ACS",
     "DMALA",
     "DULA",
+    "ESH",
     "GWG",
     "Binary",
     "Categorical",

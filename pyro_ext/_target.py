@@ -16,10 +16,16 @@ from pyro import poutine
 from pyro.poutine.util import site_is_subsample
 from torch.distributions import constraints
 
-from discrete_kernels import Binary, Categorical, Domain, as_domain
-from discrete_kernels import leaves as site_rules
-from discrete_kernels.leaves import EXACT, GRADIENT, ONE_HOT_GRADIENT, LeafSpec
-from discrete_kernels.proposals import single_site_substitutions
+from discrete_kernels import Binary, Categorical, Domain
+from discrete_kernels import sites as site_rules
+from discrete_kernels.domains import as_domain
+from discrete_kernels.sites import (
+    EXACT,
+    GRADIENT,
+    ONE_HOT_GRADIENT,
+    LeafSpec,
+    single_site_substitutions,
+)
 
 SUPPORTED = (
     "Bernoulli, Binomial, Categorical, OneHotCategorical and other distributions with a "

@@ -28,22 +28,22 @@ import torch
 from torch import nn
 
 import discrete_kernels as dk
-from discrete_kernels import acs as core_acs
+from discrete_kernels import PYTHON_CONTROL, ChainState, Sites
 from discrete_kernels import ebm as core
 from discrete_kernels.ebm import (
     CD,
     PCD,
     UCD,
-    ACSPCDState,
     BlockGibbs,
     SiteGibbs,
     check_method,
     check_ucd_coupling,
 )
-from discrete_kernels.samplers import PYTHON_CONTROL, ACSSpec, Sites, StepParameters
+from discrete_kernels.samplers.acs import ACSPCDState
 from discrete_kernels.validation import check_int
+from discrete_kernels.warmup import Feedback, run_phases, start_phases
 
-from .base import DiscreteKernel, draw_noise
+from .driver import DiscreteKernel, draw_noise
 
 __all__ = [
     "CD",
@@ -178,7 +178,7 @@ def _site_gibbs(energy: nn.Module, x: torch.Tensor, num_steps: int) -> torch.Ten
 
 def _binary_kernel(kernel: DiscreteKernel, energy: nn.Module, x: torch.Tensor):
     """``(spec, sites, shapes, like, local_fn)`` of ``kernel`` on chains of ``x`` (C, d)."""
-    spec = kernel._spec
+    spec = kernel.spec
     dim = x.shape[-1]
     sites = Sites(("x",), (dk.Binary(),), (False,))
     spec.check_sites(sites, dim)
@@ -207,61 +207,44 @@ def _kernel_steps(
     spec's adaptation."""
     spec, sites, shapes, like, local_fn = _binary_kernel(kernel, energy, x)
     dim = x.shape[-1]
+    phases = spec.phases(num_warmup, PYTHON_CONTROL)
     out, adapts = [], []
     accept = torch.zeros_like(like)  # summed on the device: no host read per step
     for chain_x in x.to(torch.long):
-        adapt = spec.adapt_init(like, num_warmup, dim, PYTHON_CONTROL)
-        f, local = local_fn((chain_x,))
-        chain = dk.ChainState((chain_x,), f, local)
+        adapt = spec.adapt_init(like, num_warmup, sites, dim, PYTHON_CONTROL)
+        adapt = start_phases(phases, adapt)
+        chain = spec.init((chain_x,), local_fn)
         for i in range(num_steps):
             params = spec.parameters(adapt) if schedule is None else schedule(i)
             chain, info = spec.step(chain, draw_noise(shapes, like), params, adapt, sites, local_fn)
             if schedule is None:
-                adapt = spec.adapt_update(adapt, info, params, i, num_warmup, PYTHON_CONTROL)
+                control = PYTHON_CONTROL._replace(step=i)
+                adapt = run_phases(phases, adapt, Feedback(info, params, chain, i), control)
             accept = accept + info.accept_prob
         out.append(chain.x[0])
         adapts.append(adapt)
     return torch.stack(out).to(x.dtype), accept / (len(out) * num_steps), adapts
 
 
-def _acs_pcd_init(kernel: DiscreteKernel, buffer: torch.Tensor) -> ACSPCDState:
-    spec = kernel._spec
-    assert isinstance(spec, ACSSpec)
-    alpha_max, alpha_min = (math.nan, math.nan) if spec.cycle is None else spec.cycle[:2]
-    dtype, device = buffer.dtype, buffer.device
-    return ACSPCDState(
-        buffer,
-        torch.zeros((), dtype=torch.long, device=device),
-        torch.as_tensor(float(alpha_max), dtype=dtype, device=device),
-        torch.as_tensor(float(alpha_min), dtype=dtype, device=device),
-    )
-
-
 def _acs_pcd_steps(kernel: DiscreteKernel, energy: nn.Module, state: ACSPCDState, num_steps: int):
     """PCD's negative phase with ACS (App. B, Alg. 6), as ``numpyro_ext.ebm``: the schedule's
     steps, or on a re-tuning iteration the kernel's tuning run on each chain (medians of its
     estimates set the cycle). Returns ``(samples, mean accept_prob, new state)``."""
-    spec = kernel._spec
-    assert isinstance(spec, ACSSpec)
-    config = spec.config
+    schedule = kernel.spec.pcd_schedule()
     alpha_max, alpha_min = state.alpha_max, state.alpha_min
     device = state.buffer.device
-    if spec.cycle is None and bool(core_acs.acs_pcd_retunes(state.iteration, config)):
-        tuning = core_acs.tuning_steps(config)
+    if schedule.tunes and bool(schedule.retunes(state.iteration)):
+        tuning = schedule.tuning_steps
         samples, accept, adapts = _kernel_steps(kernel, energy, state.buffer, tuning, None, tuning)
-        high = torch.stack([a.alpha_max for a in adapts]).median()
-        low = torch.stack([a.alpha_min for a in adapts]).median()
-        alpha_max, alpha_min = torch.maximum(high, low), torch.minimum(high, low)
+        alpha_max, alpha_min = schedule.tuned_bounds(
+            torch.stack([a.alpha_max for a in adapts]), torch.stack([a.alpha_min for a in adapts])
+        )
     else:
 
-        def schedule(i: int) -> StepParameters:
-            return StepParameters(
-                *core_acs.acs_pcd_step_parameters(
-                    state.iteration, torch.tensor(i, device=device), alpha_max, alpha_min, config
-                )
-            )
+        def step_parameters(i: int):
+            return schedule.parameters(state, torch.tensor(i, device=device))
 
-        samples, accept, _ = _kernel_steps(kernel, energy, state.buffer, num_steps, schedule)
+        samples, accept, _ = _kernel_steps(kernel, energy, state.buffer, num_steps, step_parameters)
     return samples, accept, ACSPCDState(samples, state.iteration + 1, alpha_max, alpha_min)
 
 
@@ -315,15 +298,15 @@ class _RBMCoupling:
 
 class _KernelCoupling:
     """Two DMALA chains per data point, coupled per coordinate with a common MH uniform
-    (:func:`discrete_kernels.samplers.coupled_step`); a Python loop over the pairs."""
+    (:func:`discrete_kernels.samplers.dlp.coupled_step`); a Python loop over the pairs."""
 
     def __init__(self, kernel: DiscreteKernel, energy: nn.Module, batch: torch.Tensor) -> None:
-        spec = kernel._spec  # a DMALA spec (check_ucd_coupling, at the start of train)
+        spec = kernel.spec  # a DMALA spec (check_ucd_coupling, at the start of train)
         dim = batch.shape[-1]
         self.spec, self.batch = spec, batch
         self.sites = Sites(("x",), (dk.Binary(),), (False,))
         self.like = torch.ones((), dtype=batch.dtype, device=batch.device)
-        self.adapt = spec.adapt_init(self.like, 0, dim, PYTHON_CONTROL)
+        self.adapt = spec.adapt_init(self.like, 0, self.sites, dim, PYTHON_CONTROL)
         self.params = spec.parameters(self.adapt)
         self.shapes = spec.noise_shapes(self.sites, [(dim,)])
 
@@ -346,13 +329,12 @@ class _KernelCoupling:
         )[0]
 
     def start(self):
-        eta = [dk.ChainState((x,), *self.local_fn((x,))) for x in self.batch.to(torch.long)]
+        eta = [ChainState((x,), *self.local_fn((x,))) for x in self.batch.to(torch.long)]
         return [self._one(chain) for chain in eta], eta
 
     def step(self, t: int, xi, eta):
         pairs = [
-            dk.samplers.coupled_step(
-                self.spec,
+            self.spec.coupled_step(
                 a,
                 b,
                 draw_noise(self.shapes, self.like),
@@ -447,14 +429,14 @@ def train(
         raise ValueError("train: data must be a (N, d) array of 0/1 values.")
     if isinstance(method, UCD):
         coupling = method.coupling
-        spec = coupling._spec if isinstance(coupling, DiscreteKernel) else None
+        spec = coupling.spec if isinstance(coupling, DiscreteKernel) else None
         check_ucd_coupling(method, isinstance(energy, RBM), spec, "px.DMALA")
     sampler = None if isinstance(method, UCD) else _sampler_of(method, energy)
     # PCD with ACS runs the App. B schedule (CD restarts at data: the kernel's own cycle)
     acs_schedule = (
         isinstance(method, PCD)
         and isinstance(sampler, DiscreteKernel)
-        and isinstance(sampler._spec, ACSSpec)
+        and sampler.spec.pcd_schedule() is not None
     )
     num_data = data.shape[0]
     num_chains = batch_size
@@ -470,7 +452,7 @@ def train(
         if isinstance(method, PCD):
             buffer = data[torch.randint(0, num_data, (num_chains,), device=data.device)]
             if acs_schedule:
-                buffer = _acs_pcd_init(sampler, buffer)  # type: ignore[arg-type]
+                buffer = sampler.spec.pcd_schedule().init(buffer)  # type: ignore[union-attr]
         done, history = 0, {}
     records: dict[str, list] = {}
     objective = math.nan

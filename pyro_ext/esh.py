@@ -1,4 +1,5 @@
-"""Pyro ESH kernel for continuous latent sites (all math in :mod:`discrete_kernels.esh`)."""
+"""Pyro ESH kernel for continuous latent sites (all math in
+:mod:`discrete_kernels.samplers.esh`)."""
 
 from __future__ import annotations
 
@@ -11,20 +12,22 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from pyro.infer.mcmc.util import initialize_model
 from pyro.ops.integrator import potential_grad
 
-from discrete_kernels.constructors import ESHConstructor
-from discrete_kernels.esh import ESHAdaptState
-from discrete_kernels.samplers import ESHChain, ESHSpec, ESHStepInfo, NoiseShapes, StepNoise
+from discrete_kernels import PYTHON_CONTROL, NoiseShapes, StepNoise
+from discrete_kernels.kernel import kernel_signature, split_options
+from discrete_kernels.samplers.esh import ESH as ESHSampler
+from discrete_kernels.samplers.esh import ESHAdaptState, ESHChain, ESHInfo
+from discrete_kernels.warmup import Feedback, run_phases
 
 from ._record import LOG_EVERY, StepRecord
 from ._target import discrete_sites, trace_model
-from .base import draw_noise
+from .driver import draw_noise
 
 __all__ = ["ESH"]
 
-STAT_NAMES = (*ESHStepInfo._fields, "lp")
+STAT_NAMES = (*ESHInfo._fields, "lp")
 
 
-class ESH(ESHConstructor, MCMCKernel):
+class ESH(MCMCKernel):
     """Energy-sampling Hamiltonian dynamics for Pyro's continuous sites (in their
     unconstrained space, through ``kernel.transforms`` like ``HMC``).
 
@@ -36,20 +39,35 @@ class ESH(ESHConstructor, MCMCKernel):
     :class:`pyro_ext.Gibbs`.
     """
 
-    def _init_driver(
-        self, model: Callable | None, *, potential_fn: Callable | None, spec: ESHSpec
+    def __init__(
+        self, model: Callable | None = None, *, potential_fn: Callable | None = None, **options
     ) -> None:
+        if (model is None) == (potential_fn is None):
+            raise ValueError("ESH: give exactly one of `model` or `potential_fn`.")
+        own, _ = split_options(ESHSampler, options)
         self.model = model
         self.potential_fn = potential_fn
         self.transforms: dict | None = None
-        self._spec = spec
+        self._spec = ESHSampler(**own)
         self._initial_params: dict | None = None
         self._step_record = StepRecord()
         self._log: OrderedDict = OrderedDict()
         self._num_steps: int | None = None  # the adapted trajectory length, read after warmup
         self._warmup_steps = 0
         self._adapt_state: ESHAdaptState | None = None
+        self._phases: tuple = ()
         self.clear_cache()
+
+    @property
+    def spec(self) -> ESHSampler:
+        """The sampler's spec (its validated options)."""
+        return self._spec
+
+    @property
+    def adaptation(self):
+        """The warmup adaptation's settings
+        (:class:`discrete_kernels.samplers.esh.ESHAdaptation`)."""
+        return self._spec.adaptation
 
     @property
     def initial_params(self) -> dict | None:
@@ -65,6 +83,7 @@ class ESH(ESHConstructor, MCMCKernel):
         self._log = OrderedDict()
         self._num_steps = None
         self._adapt_state = None  # built at the first draw, on its flat vector
+        self._phases = self._spec.phases(self._warmup_steps)
         if self.model is not None:
             discrete = discrete_sites(trace_model(self.model, args, kwargs))
             if discrete:
@@ -97,6 +116,7 @@ class ESH(ESHConstructor, MCMCKernel):
         state = self.__dict__.copy()
         state["_cached"] = None
         state["_returned"] = None
+        state["_phases"] = ()  # closures, rebuilt by setup
         return state
 
     def _flatten(self, params: dict) -> tuple[torch.Tensor, list]:
@@ -148,13 +168,13 @@ class ESH(ESHConstructor, MCMCKernel):
             if self._num_steps is None or index < self._warmup_steps:
                 self._num_steps = int(adapt.num_steps)  # fixed once warmup has ended
             adapt = adapt._replace(num_steps=self._num_steps)
-        chain, info = self._spec.step(chain, noise, value_and_grad, adapt)
-        self._adapt_state = self._spec.adapt_update(
+        chain, info = self._spec.step(chain, noise, value_and_grad, adapt, PYTHON_CONTROL)
+        feedback = Feedback(info, (adapt.step_size, adapt.num_steps), chain, index)
+        self._adapt_state = run_phases(
+            self._phases,
             self._adapt_state,
-            info,
-            chain.x,
-            torch.tensor(index, device=flat.device),
-            self._warmup_steps,
+            feedback,
+            PYTHON_CONTROL._replace(step=index),
         )
         self._cached = chain
         self._step_record.append({**info._asdict(), "lp": chain.log_density}, flat)
@@ -174,3 +194,6 @@ class ESH(ESHConstructor, MCMCKernel):
     def diagnostics(self) -> dict:
         """Every statistic per sampling draw (float64 tensors on the host)."""
         return {"sample_stats": self._step_record.columns(self._warmup_steps)}
+
+
+ESH.__signature__ = kernel_signature(ESHSampler, domain=False)  # type: ignore[attr-defined]

@@ -1,35 +1,24 @@
-"""Monte Carlo checks shared by the tests of every adapter (numpy only: the Pyro tests run
-without JAX or NumPyro installed)."""
+"""Monte Carlo checks shared by the tests of every adapter (numpy arrays in, the ESS from
+whichever PPL is installed: the Pyro tests run without JAX or NumPyro)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 
-def _autocovariance(x: np.ndarray) -> np.ndarray:
-    """Biased autocovariance along axis 1 (draws) of (chains, draws, ...), by FFT."""
-    n = x.shape[1]
-    centred = np.moveaxis(x - x.mean(axis=1, keepdims=True), 1, -1).astype(np.float64)
-    spectrum = np.fft.rfft(centred, n=2 * n, axis=-1)
-    acov = np.fft.irfft(spectrum * np.conj(spectrum), n=2 * n, axis=-1)[..., :n] / n
-    return np.moveaxis(acov, -1, 1)
-
-
 def effective_sample_size(x: np.ndarray) -> np.ndarray:
-    """ESS of (chains, draws, ...) per statistic: the multi-chain autocorrelation of the Stan
-    reference manual, summed over Geyer's initial positive and monotone sequence."""
+    """ESS of (chains, draws, ...) per statistic, by the PPL present: NumPyro's
+    ``numpyro.diagnostics.effective_sample_size`` (numpy), else Pyro's
+    ``pyro.ops.stats.effective_sample_size`` (the Pyro tests run without JAX installed)."""
     x = np.asarray(x, dtype=np.float64)
-    chains, n = x.shape[:2]
-    within = x.var(axis=1, ddof=1).mean(axis=0)
-    between = x.mean(axis=1).var(axis=0, ddof=1) if chains > 1 else 0.0
-    pooled = within * (n - 1) / n + between
-    if chains == 1:  # one chain: the biased variance on both sides (rho_0 = 1 exactly)
-        within = pooled
-    rho = 1.0 - (within - _autocovariance(x).mean(axis=0)) / pooled
-    rho[0] = 1.0
-    pairs = rho[:-1:2] + rho[1::2]
-    pairs[1:] = np.minimum.accumulate(np.clip(pairs[1:], 0.0, None), axis=0)
-    return chains * n / (2.0 * pairs.sum(axis=0) - 1.0)
+    try:
+        from numpyro.diagnostics import effective_sample_size as numpyro_ess
+    except ImportError:
+        import torch
+        from pyro.ops.stats import effective_sample_size as pyro_ess
+
+        return pyro_ess(torch.as_tensor(x), chain_dim=0, sample_dim=1).numpy()
+    return np.asarray(numpyro_ess(x))
 
 
 def assert_mc_close(samples: np.ndarray, expected: np.ndarray, num_se: float = 5.0):

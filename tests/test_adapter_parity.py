@@ -20,7 +20,7 @@ from pyro.infer import MCMC as PyroMCMC  # noqa: E402
 
 import numpyro_ext as nx  # noqa: E402
 import pyro_ext as px  # noqa: E402
-from discrete_kernels.samplers import Sites, StepNoise  # noqa: E402
+from discrete_kernels import Sites, StepNoise  # noqa: E402
 
 NUM_WARMUP, NUM_SAMPLES = 40, 20
 COUPLING = np.array(
@@ -124,7 +124,7 @@ def test_both_adapters_make_the_same_draws_from_the_same_noise(label):
     )
     # both adapters order potential-mode leaves by sorted key: "k" (2,), then "s" (4,)
     sites = Sites(("k", "s"), (DOMAINS["k"], DOMAINS["s"]), (False, False))
-    shapes = probe._spec.noise_shapes(sites, [(2,), (4,)])
+    shapes = probe.spec.noise_shapes(sites, [(2,), (4,)])
     table = noise_table(shapes, NUM_WARMUP + NUM_SAMPLES)
     n_draws, n_stats = numpyro_run(name, options, table)
     p_draws, p_stats = pyro_run(name, options, table)

@@ -16,9 +16,9 @@ import pyro.distributions as pdist  # noqa: E402
 from numpyro.infer import MCMC as NMCMC  # noqa: E402
 from pyro.infer import MCMC as PMCMC  # noqa: E402
 
-import discrete_kernels.ab as ab_core  # noqa: E402
 import numpyro_ext as nx  # noqa: E402
 import pyro_ext as px  # noqa: E402
+from discrete_kernels.samplers import ab as ab_core  # noqa: E402
 
 
 def n_bits():

@@ -289,9 +289,9 @@ def test_bad_input_gives_a_clear_error(case):
 
 def test_numpy_scalar_options_are_accepted():
     kernel = nx.DMALA(n_bits, step_size=np.float32(0.5), target_accept_prob=np.float64(0.6))
-    assert kernel._spec.step_size == np.float32(0.5)
+    assert kernel.spec.step_size == np.float32(0.5)
     acs = px.ACS(p_bits, steps_per_cycle=np.int64(5))
-    assert acs.config.steps_per_cycle == 5
+    assert acs.spec.config.steps_per_cycle == 5
 
 
 @pytest.mark.parametrize("kernel_cls", [nx.DMALA, nx.GWG])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import discrete_kernels as dk
-from discrete_kernels import ab
+from discrete_kernels.samplers import ab, ab_linalg, ab_quadratic, ab_tuner
 
 from .targets import ALL_TARGETS, binary_target, mixed_target, ordinal_target
 from .transition import transition_matrix
@@ -35,8 +35,8 @@ def test_ab_first_order_step_is_the_dlp_step_with_the_same_balance():
     state = dk.ChainState(x, np.float64(f), local)
     uniforms = (np.array([0.3, 0.8, 0.55]),)
     kwargs = dict(local_fn=target.local_fn, domains=target.domains, is_table=target.is_table)
-    new_ab, info_ab = dk.ab_step(state, uniforms, None, 0.4, sigma=1.3, balance=0.7, **kwargs)
-    new_dlp, info_dlp = dk.dlp_step(state, uniforms, 0.4, step_size=1.3, balance=0.7, **kwargs)
+    new_ab, info_ab = dk.ab.ab_step(state, uniforms, None, 0.4, sigma=1.3, balance=0.7, **kwargs)
+    new_dlp, info_dlp = dk.dlp.dlp_step(state, uniforms, 0.4, step_size=1.3, balance=0.7, **kwargs)
     np.testing.assert_array_equal(new_ab.x[0], new_dlp.x[0])
     assert info_ab.accept_prob == pytest.approx(float(info_dlp.accept_prob))
 
@@ -62,14 +62,14 @@ def _flat_states(target):
 def _quadratic_for(target, variant):
     """W fitted from every pair of states (the burn-in pairs of an ideal burn-in)."""
     flat, _, g = _flat_states(target)
-    stats = ab.quadratic_stats_init(flat.shape[1], np.zeros(()))
+    stats = ab_linalg.quadratic_stats_init(flat.shape[1], np.zeros(()))
     rng = np.random.default_rng(0)
     for _ in range(200):
         a, b = rng.integers(len(flat), size=2)
-        stats = ab.quadratic_stats_update(
+        stats = ab_linalg.quadratic_stats_update(
             stats, (flat[b] - flat[a]).astype(float), g[b] - g[a], 1.0
         )
-    quadratic, _ = ab.fit_quadratic_proposal(stats, variant)
+    quadratic, _ = ab_linalg.fit_quadratic_proposal(stats, variant)
     return quadratic
 
 
@@ -80,26 +80,26 @@ def _kernel_for_noise(target, quadratic, sigma, alpha, auxiliary=True):
     shapes = target.shapes
     x_all = jnp.asarray(flat, dtype=jnp.int32)
     f_all, g_all = jnp.asarray(f, jnp.float32), jnp.asarray(g, jnp.float32)
-    quad = ab.QuadraticProposal(
+    quad = ab_linalg.QuadraticProposal(
         jnp.asarray(quadratic.root, jnp.float32), jnp.asarray(quadratic.diag, jnp.float32)
     )
 
     def leaves(v):
-        return ab.split_flat(v, shapes)
+        return ab_linalg.split_flat(v, shapes)
 
     def log_q(x, gx, y, root_noise):
-        logits = ab.ab_quadratic_logits(
+        logits = ab_quadratic.ab_quadratic_logits(
             target.domains, leaves(x), leaves(gx), root_noise, quad, sigma, alpha
         )
         return sum(
-            dk.dlp_leaf_log_prob(d, xl, yl, lg)
+            dk.dlp.dlp_leaf_log_prob(d, xl, yl, lg)
             for d, xl, yl, lg in zip(target.domains, leaves(x), leaves(y), logits)
         )
 
     def entry(a, b, xi):
         x, y = x_all[a], x_all[b]
         log_q_forward = log_q(x, g_all[a], y, quad.root @ xi)
-        xi_reverse = ab.ab_reverse_noise(xi, leaves(x), leaves(y), quad, alpha)
+        xi_reverse = ab_quadratic.ab_reverse_noise(xi, leaves(x), leaves(y), quad, alpha)
         log_q_reverse = log_q(y, g_all[b], x, quad.root @ xi_reverse)
         log_ratio = f_all[b] - f_all[a] + log_q_reverse - log_q_forward
         if auxiliary:
@@ -171,7 +171,7 @@ def test_quadratic_step_uses_the_log_densities_of_the_check():
     f, local = target.local_fn(x)
     state = dk.ChainState(x, np.float64(f), local)
     xi = np.array([0.3, -1.2, 0.5, 0.9])
-    proposal, log_q_forward, log_q_reverse = ab.ab_quadratic_propose(
+    proposal, log_q_forward, log_q_reverse = ab_quadratic.ab_quadratic_propose(
         state,
         (np.array([0.1, 0.9, 0.2, 0.6]),),
         xi,
@@ -181,16 +181,18 @@ def test_quadratic_step_uses_the_log_densities_of_the_check():
         sigma=2.0,
         balance=0.8,
     )
-    logits = ab.ab_quadratic_logits(
+    logits = ab_quadratic.ab_quadratic_logits(
         target.domains, x, local, quadratic.root @ xi, quadratic, 2.0, 0.8
     )
-    expected = float(dk.dlp_leaf_log_prob(target.domains[0], x[0], proposal.x[0], logits[0]))
+    expected = float(dk.dlp.dlp_leaf_log_prob(target.domains[0], x[0], proposal.x[0], logits[0]))
     assert float(log_q_forward) == pytest.approx(expected - 0.5 * xi @ xi)
-    xi_r = ab.ab_reverse_noise(xi, x, proposal.x, quadratic, 0.8)
-    logits_r = ab.ab_quadratic_logits(
+    xi_r = ab_quadratic.ab_reverse_noise(xi, x, proposal.x, quadratic, 0.8)
+    logits_r = ab_quadratic.ab_quadratic_logits(
         target.domains, proposal.x, proposal.local, quadratic.root @ xi_r, quadratic, 2.0, 0.8
     )
-    expected_r = float(dk.dlp_leaf_log_prob(target.domains[0], proposal.x[0], x[0], logits_r[0]))
+    expected_r = float(
+        dk.dlp.dlp_leaf_log_prob(target.domains[0], proposal.x[0], x[0], logits_r[0])
+    )
     assert float(log_q_reverse) == pytest.approx(expected_r - 0.5 * xi_r @ xi_r)
 
 
@@ -199,9 +201,9 @@ def test_quadratic_with_zero_coupling_is_ab_first_order():
     target = ordinal_target()
     x = (np.array([0, 1, -1]),)
     f, local = target.local_fn(x)
-    zero = ab.QuadraticProposal(np.zeros((3, 3)), np.zeros(3))
-    logits = ab.ab_quadratic_logits(target.domains, x, local, np.zeros(3), zero, 1.3, 0.7)
-    first = dk.dlp_leaf_logits(target.domains[0], x[0], local[0], False, 1.3, 0.7)
+    zero = ab_linalg.QuadraticProposal(np.zeros((3, 3)), np.zeros(3))
+    logits = ab_quadratic.ab_quadratic_logits(target.domains, x, local, np.zeros(3), zero, 1.3, 0.7)
+    first = dk.dlp.dlp_leaf_logits(target.domains[0], x[0], local[0], False, 1.3, 0.7)
     np.testing.assert_allclose(logits[0], first)
 
 
@@ -213,11 +215,11 @@ def test_fit_coupling_recovers_the_coupling_of_a_quadratic_target():
     d = 6
     j = rng.normal(size=(d, d))
     j = (j + j.T) / 2
-    stats = ab.quadratic_stats_init(d, np.zeros(()))
+    stats = ab_linalg.quadratic_stats_init(d, np.zeros(()))
     for _ in range(100):
         dx = rng.integers(-2, 3, size=d).astype(float)
-        stats = ab.quadratic_stats_update(stats, dx, j @ dx)
-    np.testing.assert_allclose(ab.fit_coupling(stats), j, atol=1e-4)
+        stats = ab_linalg.quadratic_stats_update(stats, dx, j @ dx)
+    np.testing.assert_allclose(ab_linalg.fit_coupling(stats), j, atol=1e-4)
 
 
 def _heterogeneous_w(d=12, seed=5):
@@ -232,7 +234,11 @@ def _heterogeneous_w(d=12, seed=5):
 def test_diagonal_solvers_make_w_plus_d_psd(seed):
     w = _heterogeneous_w(seed=seed)
     scale = np.abs(np.linalg.eigvalsh(w)).max()
-    for solver in (ab.diagonal_shift, ab.diagonal_min_trace, ab.diagonal_min_max_eigenvalue):
+    for solver in (
+        ab_linalg.diagonal_shift,
+        ab_linalg.diagonal_min_trace,
+        ab_linalg.diagonal_min_max_eigenvalue,
+    ):
         diag = solver(w)
         assert np.all(diag >= 0)
         assert np.linalg.eigvalsh(w + np.diag(diag))[0] >= -1e-9 * scale
@@ -241,10 +247,10 @@ def test_diagonal_solvers_make_w_plus_d_psd(seed):
 @pytest.mark.parametrize("seed", [5, 6])
 def test_min_trace_is_near_optimal_and_below_the_shift(seed):
     w = _heterogeneous_w(seed=seed)
-    trace = ab.diagonal_min_trace(w).sum()
-    assert trace < 0.8 * ab.diagonal_shift(w).sum()
+    trace = ab_linalg.diagonal_min_trace(w).sum()
+    assert trace < 0.8 * ab_linalg.diagonal_shift(w).sum()
     # weak duality: -<W, V V^T> for the dual point bounds the optimum from below
-    v = ab.min_trace_dual(w)
+    v = ab_linalg.min_trace_dual(w)
     lower = -np.sum(w * (v @ v.T))
     assert lower <= trace + 1e-9
     assert trace <= 1.05 * lower
@@ -253,21 +259,21 @@ def test_min_trace_is_near_optimal_and_below_the_shift(seed):
 def test_min_trace_on_the_papers_diagonal_example():
     """W = diag(-100, -1, ..., -1): the shift pays 100 per coordinate, the trace 100 + d - 1."""
     w = -np.diag([100.0] + [1.0] * 9)
-    np.testing.assert_allclose(ab.diagonal_shift(w), 100.0)
-    np.testing.assert_allclose(ab.diagonal_min_trace(w), -np.diag(w), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ab_linalg.diagonal_shift(w), 100.0)
+    np.testing.assert_allclose(ab_linalg.diagonal_min_trace(w), -np.diag(w), rtol=1e-6, atol=1e-6)
 
 
 def test_min_max_eigenvalue_does_not_exceed_the_shift():
     w = _heterogeneous_w()
     top = lambda diag: np.linalg.eigvalsh(w + np.diag(diag))[-1]  # noqa: E731
-    assert top(ab.diagonal_min_max_eigenvalue(w)) <= top(ab.diagonal_shift(w)) + 1e-9
+    assert top(ab_linalg.diagonal_min_max_eigenvalue(w)) <= top(ab_linalg.diagonal_shift(w)) + 1e-9
 
 
 def test_solvers_agree_under_jit_with_fori_loop():
     w = jnp.asarray(_heterogeneous_w(), jnp.float32)
     loop = lambda n, body, carry: jax.lax.fori_loop(0, n, lambda i, c: body(c), carry)  # noqa: E731
-    jitted = jax.jit(lambda m: ab.diagonal_min_trace(m, loop=loop))(w)
-    plain = ab.diagonal_min_trace(np.asarray(w, np.float64))
+    jitted = jax.jit(lambda m: ab_linalg.diagonal_min_trace(m, loop=loop))(w)
+    plain = ab_linalg.diagonal_min_trace(np.asarray(w, np.float64))
     np.testing.assert_allclose(jitted, plain, rtol=2e-3, atol=2e-3)
 
 
@@ -277,27 +283,27 @@ def test_solvers_agree_under_jit_with_fori_loop():
 def test_tuner_climbs_to_the_known_optimum_of_a_jump_surface():
     """Synthetic expected jumps peaked at sigma* = 3, alpha* = 0.8: coordinate ascent finds
     them (to within the last rate) from the paper's start (0.1, 0.5)."""
-    config = ab.ABConfig(block_size=5)
-    state = ab.ab_tuner_init(config, np.zeros(()))
+    config = ab.AB(block_size=5).config
+    state = ab_tuner.ab_tuner_init(config, np.zeros(()))
 
     def jump(sigma, alpha):
         return 10.0 - (np.log(sigma) - np.log(3.0)) ** 2 - 4 * (alpha - 0.8) ** 2
 
     for _ in range(6000):
-        sigma, alpha = ab.ab_tuner_parameters(state, config)
-        state = ab.ab_tuner_update(state, np.asarray(jump(sigma, alpha)), config, 5)
+        sigma, alpha = ab_tuner.ab_tuner_parameters(state, config)
+        state = ab_tuner.ab_tuner_update(state, np.asarray(jump(sigma, alpha)), config, 5)
     assert float(state.sigma) == pytest.approx(3.0, rel=0.25)
     assert float(state.balance) == pytest.approx(0.8, abs=0.1)
     assert float(state.rate) < config.rate  # it settled and shrank gamma
 
 
 def test_tuner_probes_are_the_three_scalings():
-    config = ab.ABConfig(block_size=2)
-    state = ab.ab_tuner_init(config, np.zeros(()))
+    config = ab.AB(block_size=2).config
+    state = ab_tuner.ab_tuner_init(config, np.zeros(()))
     seen = []
     for _ in range(6):
-        seen.append(float(ab.ab_tuner_parameters(state, config)[0]))
-        state = ab.ab_tuner_update(state, np.asarray(1.0), config, 2)
+        seen.append(float(ab_tuner.ab_tuner_parameters(state, config)[0]))
+        state = ab_tuner.ab_tuner_update(state, np.asarray(1.0), config, 2)
     np.testing.assert_allclose(seen, [0.1, 0.1, 0.12, 0.12, 0.08, 0.08])
     assert int(state.coordinate) == 1  # on to alpha
     assert float(state.sigma) == pytest.approx(0.12)  # Alg. 4: theta (1 + gamma) wins ties
@@ -307,12 +313,12 @@ def test_doubling_leaves_a_far_start_in_few_rounds_and_zero_doublings_is_the_pap
     """Jumps increasing in sigma up to sigma* = 50: rounds needed from 0.1."""
 
     def rounds_to_reach(max_doublings):
-        config = ab.ABConfig(block_size=1, max_doublings=max_doublings)
-        state = ab.ab_tuner_init(config, np.zeros(()))
+        config = ab.AB(block_size=1, max_doublings=max_doublings).config
+        state = ab_tuner.ab_tuner_init(config, np.zeros(()))
         for step in range(6 * 200):
-            sigma, alpha = ab.ab_tuner_parameters(state, config)
+            sigma, alpha = ab_tuner.ab_tuner_parameters(state, config)
             jump = -abs(np.log(sigma) - np.log(50.0)) - abs(alpha - 1.0)
-            state = ab.ab_tuner_update(state, np.asarray(jump), config, 1)
+            state = ab_tuner.ab_tuner_update(state, np.asarray(jump), config, 1)
             if float(state.sigma) > 25.0:
                 return step // 6 + 1  # the round this step belongs to
         return None
@@ -337,12 +343,12 @@ def test_quadratic_proposal_is_exact_gibbs_on_a_quadratic_binary_target():
 
     domains = (dk.Binary(),)
     for variant in ("trace", "shift", "max"):
-        quadratic = ab.quadratic_from_coupling(w, variant)
+        quadratic = ab_linalg.quadratic_from_coupling(w, variant)
         x = (rng.integers(0, 2, size=d),)
         f, local = local_fn(x)
         accept = []
         for _ in range(50):
-            _, info = dk.ab_step(
+            _, info = dk.ab.ab_step(
                 dk.ChainState(x, f, local),
                 (rng.uniform(size=d),),
                 rng.normal(size=d),

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import discrete_kernels as dk
-from discrete_kernels import acs
+from discrete_kernels.samplers import acs, acs_schedule
 
 from .targets import ALL_TARGETS
 from .transition import transition_matrix
@@ -23,11 +23,11 @@ def test_cyclical_step_size_matches_eq_8():
     s, a_max, a_min = 8, 3.0, 0.2
     for k in range(20):
         expected = max(a_max / 2 * (math.cos(math.pi * (k % s) / s) + 1), a_min)
-        got = dk.cyclical_step_size(np.int64(k), s, np.float64(a_max), np.float64(a_min))
+        got = acs_schedule.cyclical_step_size(np.int64(k), s, np.float64(a_max), np.float64(a_min))
         assert np.isclose(float(got), expected)
     beta = np.linspace(0.9, 0.5, s)
     for k in range(20):
-        assert float(dk.cyclical_balance(np.int64(k), beta)) == beta[k % s]
+        assert float(acs_schedule.cyclical_balance(np.int64(k), beta)) == beta[k % s]
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
@@ -53,7 +53,7 @@ def _quadratic(xp, dtype):
     return d, local_fn
 
 
-CONFIG = dk.ACSConfig(steps_per_cycle=6, burnin_steps=10, burnin_mh_steps=10)
+CONFIG = acs.ACS(steps_per_cycle=6, tuning={"burnin_steps": 10, "burnin_mh_steps": 10}).config
 
 
 def _tune(xp, dtype, uniforms, accepts, jit=False):
@@ -61,14 +61,14 @@ def _tune(xp, dtype, uniforms, accepts, jit=False):
     x0 = xp.zeros(d, dtype=xp.int32)
     f, local = local_fn((x0,))
     chain = dk.ChainState((x0,), f, local)
-    tuner = dk.acs_tuner_init(CONFIG, xp.asarray(1.0, dtype=dtype))
-    n = dk.tuning_steps(CONFIG)
+    tuner = acs_schedule.acs_tuner_init(CONFIG, xp.asarray(1.0, dtype=dtype))
+    n = acs_schedule.tuning_steps(CONFIG)
 
     def step(carry, inputs):
         chain, tuner, i = carry
         u, a = inputs
-        alpha, beta, metropolis = dk.acs_step_parameters(tuner, CONFIG)
-        chain, info = dk.dlp_step(
+        alpha, beta, metropolis = acs_schedule.acs_step_parameters(tuner, CONFIG)
+        chain, info = dk.dlp.dlp_step(
             chain,
             [u],
             a,
@@ -79,7 +79,7 @@ def _tune(xp, dtype, uniforms, accepts, jit=False):
             balance=beta,
             metropolis=metropolis,
         )
-        tuner = dk.acs_warmup_update(tuner, info.accept_prob, CONFIG, i, n)
+        tuner = acs_schedule.acs_warmup_update(tuner, info.accept_prob, CONFIG, i, n)
         return (chain, tuner, i + 1), None
 
     if jit:
@@ -101,7 +101,7 @@ def _as_numpy(tuner):
 
 
 def test_tuner_state_machine_on_a_known_target_all_backends_and_jit():
-    n = dk.tuning_steps(CONFIG)
+    n = acs_schedule.tuning_steps(CONFIG)
     rng = np.random.default_rng(3)
     uniforms = rng.uniform(size=(n, 12)).astype(np.float32)
     accepts = rng.uniform(size=n).astype(np.float32)
@@ -130,10 +130,10 @@ def test_short_warmup_ends_the_tuning_with_a_valid_cycle():
     x = np.zeros(d, dtype=np.int64)
     f, local = local_fn((x,))
     chain = dk.ChainState((x,), f, local)
-    tuner = dk.acs_tuner_init(CONFIG, np.float64(1.0))
+    tuner = acs_schedule.acs_tuner_init(CONFIG, np.float64(1.0))
     for i in range(n):
-        alpha, beta, metropolis = dk.acs_step_parameters(tuner, CONFIG)
-        chain, info = dk.dlp_step(
+        alpha, beta, metropolis = acs_schedule.acs_step_parameters(tuner, CONFIG)
+        chain, info = dk.dlp.dlp_step(
             chain,
             [rng.uniform(size=d)],
             rng.uniform(),
@@ -144,7 +144,7 @@ def test_short_warmup_ends_the_tuning_with_a_valid_cycle():
             balance=beta,
             metropolis=metropolis,
         )
-        tuner = dk.acs_warmup_update(tuner, info.accept_prob, CONFIG, np.int64(i), n)
+        tuner = acs_schedule.acs_warmup_update(tuner, info.accept_prob, CONFIG, np.int64(i), n)
     assert int(tuner.phase) == 5
     assert tuner.alpha_min <= tuner.alpha_max
     assert np.all(np.diff(tuner.beta_schedule) <= 0)
@@ -153,8 +153,8 @@ def test_short_warmup_ends_the_tuning_with_a_valid_cycle():
     full = advanced = tuner
     for i in range(n, n + 3 * CONFIG.steps_per_cycle):
         accept_prob = np.float64(rng.uniform())
-        full = dk.acs_warmup_update(full, accept_prob, CONFIG, np.int64(i), n)
-        advanced = acs.acs_cycle_advance(advanced)
+        full = acs_schedule.acs_warmup_update(full, accept_prob, CONFIG, np.int64(i), n)
+        advanced = acs_schedule.acs_cycle_advance(advanced)
         for name, a, b in zip(full._fields, full, advanced):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
 
@@ -162,31 +162,28 @@ def test_short_warmup_ends_the_tuning_with_a_valid_cycle():
 def test_pcd_schedule_explores_one_iteration_per_cycle_and_exploits_the_others():
     """App. B, Alg. 6: iteration 0 of each cycle at (alpha_max, beta_max), its first step
     without MH; the others at (alpha_min, 1/2) with MH; re-tuning every 25 cycles."""
-    from discrete_kernels import acs
-
-    config = acs.ACSConfig(steps_per_cycle=4, beta_max=0.9)
+    schedule = acs.ACS(steps_per_cycle=4, beta_max=0.9).pcd_schedule()
     a_max, a_min = np.float64(3.0), np.float64(0.2)
     for iteration in range(9):
         for step in range(3):
-            alpha, beta, mh = acs.acs_pcd_step_parameters(
-                np.int64(iteration), np.int64(step), a_max, a_min, config
-            )
+            state = acs.ACSPCDState(None, np.int64(iteration), a_max, a_min)
+            alpha, beta, mh = schedule.parameters(state, np.int64(step))
             explore = iteration % 4 == 0
             assert float(alpha) == (3.0 if explore else 0.2)
             assert float(beta) == (0.9 if explore else 0.5)
             assert bool(mh) == (not (explore and step == 0))
-    retunes = [i for i in range(250) if acs.acs_pcd_retunes(np.int64(i), config)]
+    retunes = [i for i in range(250) if schedule.retunes(np.int64(i))]
     assert retunes == [0, 100, 200]
 
 
 def _tune_on_acceptance_curve(config, accept_of_alpha, domain_scale=0.0):
     """Drive the tuner with the acceptance a known curve gives each candidate step size."""
-    tuner = dk.acs_tuner_init(config, np.float64(1.0), domain_scale=domain_scale)
-    n = dk.tuning_steps(config)
+    tuner = acs_schedule.acs_tuner_init(config, np.float64(1.0), domain_scale=domain_scale)
+    n = acs_schedule.tuning_steps(config)
     for i in range(n):
-        alpha, _, _ = dk.acs_step_parameters(tuner, config)
+        alpha, _, _ = acs_schedule.acs_step_parameters(tuner, config)
         accept = np.float64(accept_of_alpha(float(alpha)))
-        tuner = dk.acs_warmup_update(tuner, accept, config, np.int64(i), n)
+        tuner = acs_schedule.acs_warmup_update(tuner, accept, config, np.int64(i), n)
     return tuner
 
 
@@ -196,7 +193,7 @@ def test_range_search_finds_the_target_step_size_far_from_its_start(alpha_star):
     def curve(alpha):
         return 1.0 / (1.0 + alpha / alpha_star)
 
-    config = dk.ACSConfig(burnin_steps=0, burnin_mh_steps=0)
+    config = acs.ACS(tuning={"burnin_steps": 0, "burnin_mh_steps": 0}).config
     # binary sites (the search starts at alpha_ceil = 5, limit 1e3), or for the largest target
     # an ordinal site with 1001 values (start 1000^2, limit 1e3 * 1000^2)
     scale = 1000.0**2 if alpha_star > 1e3 else 0.0
@@ -214,7 +211,7 @@ def test_range_search_finds_the_target_step_size_far_from_its_start(alpha_star):
 def test_range_search_breaks_ties_towards_the_target():
     # every proposal accepted (a flat target): both searches keep growing instead of
     # staying at alpha_floor (the first candidate of a tie) and alpha_ceil
-    config = dk.ACSConfig(burnin_steps=0, burnin_mh_steps=0)
+    config = acs.ACS(tuning={"burnin_steps": 0, "burnin_mh_steps": 0}).config
     tuner = _tune_on_acceptance_curve(config, lambda alpha: 1.0, domain_scale=1e9)
     rounds = config.alpha_rounds
     growth = config.expansion ** (rounds * (rounds + 1) / 2)
@@ -223,28 +220,30 @@ def test_range_search_breaks_ties_towards_the_target():
     assert float(tuner.alpha_max) == pytest.approx(1e12)
     # on binary sites both stop where larger steps no longer change the proposal
     tuner = _tune_on_acceptance_curve(config, lambda alpha: 1.0)
-    limit = dk.dlp_step_size_bounds(0.0)[1]
+    limit = dk.warmup.dlp_step_size_bounds(0.0)[1]
     assert float(tuner.alpha_min) == float(tuner.alpha_max) == pytest.approx(limit)
     # nothing accepted: the alpha_max search shrinks down to the lower bound
     tuner = _tune_on_acceptance_curve(config, lambda alpha: 0.0)
-    low = dk.dlp_step_size_bounds(0.0)[0]
+    low = dk.warmup.dlp_step_size_bounds(0.0)[0]
     assert float(tuner.alpha_max) == pytest.approx(max(config.alpha_ceil / growth, low))
 
 
 def test_domain_step_scale_and_the_search_start():
-    assert dk.domain_step_scale([dk.Binary(), dk.Categorical(5)]) == 0.0
-    assert dk.domain_step_scale([dk.Binary(), dk.Ordinal(451)]) == 450.0**2
-    config = dk.ACSConfig()
-    tuner = dk.acs_tuner_init(config, np.float64(1.0), domain_scale=450.0**2)
+    assert dk.domains.domain_step_scale([dk.Binary(), dk.Categorical(5)]) == 0.0
+    assert dk.domains.domain_step_scale([dk.Binary(), dk.Ordinal(451)]) == 450.0**2
+    config = acs.ACS().config
+    tuner = acs_schedule.acs_tuner_init(config, np.float64(1.0), domain_scale=450.0**2)
     assert float(tuner.alpha_max) == 450.0**2
-    paper = dk.acs_tuner_init(config._replace(search="paper"), np.float64(1.0), domain_scale=1e4)
+    paper = acs_schedule.acs_tuner_init(
+        config._replace(search="paper"), np.float64(1.0), domain_scale=1e4
+    )
     assert float(paper.alpha_max) == config.alpha_ceil
 
 
 def test_tuning_search_option_is_checked():
     with pytest.raises(ValueError, match=r"tuning\['search'\] must be one of"):
-        dk.acs_options(tuning={"search": "grid"})
+        acs.ACS(tuning={"search": "grid"})
     with pytest.raises(ValueError, match="expansion"):
-        dk.acs_options(tuning={"expansion": 0.5})
-    config, _ = dk.acs_options(tuning={"search": "paper"})
+        acs.ACS(tuning={"expansion": 0.5})
+    config = acs.ACS(tuning={"search": "paper"}).config
     assert config.search == "paper"

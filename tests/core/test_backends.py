@@ -43,21 +43,21 @@ def _backends(x, local):
 @pytest.mark.parametrize(("domain", "x", "local", "is_table"), CASES, ids=IDS)
 def test_logits_log_prob_and_sample_agree(domain, x, local, is_table):
     rng = np.random.default_rng(0)
-    noise = rng.uniform(size=dk.dlp_noise_shapes([domain], [x.shape])[0]).astype(np.float32)
+    noise = rng.uniform(size=dk.dlp.dlp_noise_shapes([domain], [x.shape])[0]).astype(np.float32)
     results = {}
     for name, xb, lb, to_np in _backends(x, local):
-        logits = dk.dlp_leaf_logits(domain, xb, lb, is_table, 0.6)
+        logits = dk.dlp.dlp_leaf_logits(domain, xb, lb, is_table, 0.6)
         u = (
             noise
             if name == "numpy"
             else (jnp.asarray(noise) if name == "jax" else torch.as_tensor(noise))
         )
-        y = dk.dlp_leaf_sample(domain, xb, logits, u)
+        y = dk.dlp.dlp_leaf_sample(domain, xb, logits, u)
         results[name] = (
             to_np(logits),
             to_np(y),
-            float(dk.dlp_leaf_log_prob(domain, xb, y, logits)),
-            to_np(dk.gwg_move_logits(domain, xb, lb, is_table)),
+            float(dk.dlp.dlp_leaf_log_prob(domain, xb, y, logits)),
+            to_np(dk.gwg.gwg_move_logits(domain, xb, lb, is_table)),
         )
     ref = results["numpy"]
     for name in ("jax", "torch"):
@@ -86,14 +86,14 @@ def test_dlp_step_under_jit_and_vmap_matches_numpy():
 
     def np_step(x):
         f, loc = make_local_fn(np)((x,))
-        return dk.dlp_step(
+        return dk.dlp.dlp_step(
             dk.ChainState((x,), f, loc), [u], np.float32(0.2), local_fn=make_local_fn(np), **kwargs
         )
 
     @jax.jit
     def jax_step(x):
         f, loc = make_local_fn(jnp)((x,))
-        return dk.dlp_step(
+        return dk.dlp.dlp_step(
             dk.ChainState((x,), f, loc),
             [jnp.asarray(u)],
             jnp.float32(0.2),
@@ -127,15 +127,15 @@ MH_CASES = [
 def test_mh_log_ratio_rejects_every_unusable_term_on_every_backend(terms, expected):
     for lib in (np, jnp, torch):
         args = [lib.asarray(t, dtype=lib.float32) for t in terms]
-        got = float(dk.mh_log_ratio(*args))
+        got = float(dk.kernel.mh_log_ratio(*args))
         assert got == pytest.approx(expected), (lib.__name__, terms)
-        assert float(dk.accept_probability(lib.asarray(got))) == pytest.approx(
+        assert float(dk.kernel.accept_probability(lib.asarray(got))) == pytest.approx(
             min(1.0, np.exp(expected))
         )
 
 
 def test_finite_local_zeroes_every_non_finite_gradient_entry_on_every_backend():
-    from discrete_kernels.proposals import finite_local
+    from discrete_kernels.local import finite_local
 
     local = np.array([0.5, NAN, INF, -INF, -2.0], dtype=np.float32)
     for lib in (np, jnp, torch):

@@ -204,22 +204,20 @@ def test_ucd_weights():
 
 def _coupled_dmala_draws(target, x, y, num, step_size, seed, break_it=False):
     """``num`` coupled DMALA steps from the fixed pair (x, y) on common noise, numpy."""
-    from discrete_kernels import samplers
-
-    spec = samplers.DLPSpec(step_size=step_size, adapt=False)
-    sites = samplers.Sites(("x",), target.domains, target.is_table)
-    params = spec.parameters(spec.adapt_init(np.float64(0.0), 0, 4, samplers.PYTHON_CONTROL))
+    spec = dk.dlp.DMALA(step_size=step_size, adapt_step_size=False)
+    sites = dk.Sites(("x",), target.domains, target.is_table)
+    params = spec.parameters(spec.adapt_init(np.float64(0.0), 0, sites, 4, dk.PYTHON_CONTROL))
     chain = lambda s: dk.ChainState((s,), *target.local_fn((s,)))  # noqa: E731
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(num):
-        noise = samplers.StepNoise((rng.uniform(size=x.shape),), rng.uniform())
+        noise = dk.StepNoise((rng.uniform(size=x.shape),), rng.uniform())
         if break_it:  # the same uniforms without the mirroring: still valid, rarely meets
             a, _ = spec.step(chain(x), noise, params, None, sites, target.local_fn)
             b, _ = spec.step(chain(y), noise, params, None, sites, target.local_fn)
         else:
-            a, b, _, _ = samplers.coupled_step(
-                spec, chain(x), chain(y), noise, params, None, sites, target.local_fn
+            a, b, _, _ = spec.coupled_step(
+                chain(x), chain(y), noise, params, None, sites, target.local_fn
             )
         out.append((a.x[0], b.x[0]))
     return out

@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from discrete_kernels import esh
+import discrete_kernels as dk
+from discrete_kernels.samplers import esh_dynamics as esh
+from discrete_kernels.samplers.esh import ESH, ESHChain, ESHInfo, esh_adapt_init
+from discrete_kernels.warmup import Feedback, run_phases
 
 
 def gaussian(precision, mean):
@@ -220,47 +223,45 @@ def test_scalar_offset_path_matches_the_per_chain_path(exact):
         assert int(info.selected_step) == int(info_b.selected_step[0])
 
 
+def _adapt(spec, state, drift, x, index, num_warmup):
+    """The ESH adaptation after a draw of this drift that ended at ``x``."""
+    feedback = Feedback(
+        ESHInfo(np.float64(drift), None, None), None, ESHChain(x, None, None), index
+    )
+    return run_phases(spec.phases(num_warmup), state, feedback, dk.PYTHON_CONTROL)
+
+
 def test_adaptation_moves_the_step_size_towards_the_energy_error_target():
     # a stream of draws whose drift is a known function of the step size: xi = (eps/e0)^4
     # with xi* at eps = e0, so dual averaging must settle near e0 from either side
-    config = esh.ESHAdaptation()
-    target = config.target_energy_error
+    spec = ESH(num_steps=20)  # the step size adapts, the orbit length stays
+    target = spec.adaptation.target_energy_error
     for e0, start in ((0.5, 0.05), (0.02, 1.0)):
-        state = esh.esh_adapt_init(np.float64(start), 20, np.zeros(3))
+        state = esh_adapt_init(np.float64(start), 20, np.zeros(3))
         num_warmup = 200
         for i in range(num_warmup):
             eps = float(state.step_size)
             xi = target * (eps / e0) ** 4
-            drift = np.float64(math.sqrt(xi * 3 * int(state.num_steps)))
-            state = esh.esh_adapt_update(
-                state, drift, np.zeros(3), np.int64(i), num_warmup, config, adapt_num_steps=False
-            )
+            drift = math.sqrt(xi * 3 * int(state.num_steps))
+            state = _adapt(spec, state, drift, np.zeros(3), np.int64(i), num_warmup)
         assert e0 / 1.5 < float(state.step_size) < e0 * 1.5, (e0, float(state.step_size))
 
 
 def test_orbit_length_follows_the_spread_of_the_warmup_draws():
-    config = esh.ESHAdaptation()
+    spec = ESH(step_size=0.1)  # the orbit length adapts, the step size stays
+    config = spec.adaptation
     rng = np.random.default_rng(0)
     num_warmup = 400
     scales = np.array([10.0, 10.0])  # sqrt(sum Var) = sqrt(200) = 14.1
-    state = esh.esh_adapt_init(np.float64(0.1), 20, np.zeros(2))
+    state = esh_adapt_init(np.float64(0.1), 20, np.zeros(2))
     for i in range(num_warmup):
         x = rng.normal(size=2) * scales
-        state = esh.esh_adapt_update(
-            state, np.float64(0.0), x, np.int64(i), num_warmup, config, adapt_step_size=False
-        )
+        state = _adapt(spec, state, 0.0, x, np.int64(i), num_warmup)
     expected = math.sqrt(200.0) / 0.1  # 141, capped at max_num_steps
     assert int(state.num_steps) == min(round(expected), config.max_num_steps)
     # a small spread: never below initial_num_steps
-    state = esh.esh_adapt_init(np.float64(1.0), 20, np.zeros(2))
+    spec = ESH(step_size=1.0)
+    state = esh_adapt_init(np.float64(1.0), 20, np.zeros(2))
     for i in range(num_warmup):
-        state = esh.esh_adapt_update(
-            state,
-            np.float64(0.0),
-            rng.normal(size=2),
-            np.int64(i),
-            num_warmup,
-            config,
-            adapt_step_size=False,
-        )
+        state = _adapt(spec, state, 0.0, rng.normal(size=2), np.int64(i), num_warmup)
     assert int(state.num_steps) == config.initial_num_steps

@@ -32,7 +32,7 @@ def _site_transition(f, states, site, num_values, random_walk, modified):
         q = _proposal_probs(w, x[site], random_walk, modified)
         drawn = [
             int(
-                dk.gibbs_site_proposal(
+                dk.gibbs.gibbs_site_proposal(
                     w, np.int64(x[site]), np.float64(u), random_walk=random_walk, modified=modified
                 )[0]
             )
@@ -46,7 +46,7 @@ def _site_transition(f, states, site, num_values, random_walk, modified):
                 continue
             # the log ratio depends on (current, proposal) only; find a uniform that picks v
             u = np.cumsum(q)[v] - q[v] / 2
-            picked, log_ratio = dk.gibbs_site_proposal(
+            picked, log_ratio = dk.gibbs.gibbs_site_proposal(
                 w, np.int64(x[site]), np.float64(u), random_walk=random_walk, modified=modified
             )
             assert int(picked) == v
@@ -77,7 +77,7 @@ def test_invalid_candidates_are_never_proposed_and_nan_is_rejected():
     valid = np.array([True, True, True, False])
     for u in np.linspace(0, 0.999, 50):
         for random_walk, modified in FORMS:
-            v, log_ratio = dk.gibbs_site_proposal(
+            v, log_ratio = dk.gibbs.gibbs_site_proposal(
                 w,
                 np.int64(0),
                 np.float64(u),

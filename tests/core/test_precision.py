@@ -25,8 +25,9 @@ import numpy as np
 import pytest
 from jax._src.lax import lax as lax_internal
 
-from discrete_kernels import ab, precise_matmul
 from discrete_kernels import ebm as core_ebm
+from discrete_kernels import precise_matmul
+from discrete_kernels.samplers import ab_linalg as ab
 from numpyro_ext import ebm as nebm
 
 HIGHEST = jax.lax.Precision.HIGHEST

@@ -29,17 +29,17 @@ def test_dlp_sampler_matches_its_log_prob(target):
     counts: dict = {}
     ys_per_leaf = []
     for d, xl, loc, t in zip(target.domains, x, local, target.is_table):
-        logits = dk.dlp_leaf_logits(d, xl, loc, t, 0.8)
-        shape = dk.dlp_noise_shapes([d], [xl.shape])[0]
+        logits = dk.dlp.dlp_leaf_logits(d, xl, loc, t, 0.8)
+        shape = dk.dlp.dlp_noise_shapes([d], [xl.shape])[0]
         u = rng.uniform(size=(NUM_DRAWS,) + shape)
-        ys_per_leaf.append(dk.dlp_leaf_sample(d, xl, logits, u))
+        ys_per_leaf.append(dk.dlp.dlp_leaf_sample(d, xl, logits, u))
     for draw in range(NUM_DRAWS):
         key = tuple(tuple(ys[draw].tolist()) for ys in ys_per_leaf)
         counts[key] = counts.get(key, 0) + 1
     probs = {}
     for y in target.states():
         log_q = sum(
-            float(dk.dlp_leaf_log_prob(d, xl, yl, dk.dlp_leaf_logits(d, xl, loc, t, 0.8)))
+            float(dk.dlp.dlp_leaf_log_prob(d, xl, yl, dk.dlp.dlp_leaf_logits(d, xl, loc, t, 0.8)))
             for d, xl, yl, loc, t in zip(target.domains, x, y, local, target.is_table)
         )
         probs[tuple(tuple(yl.tolist()) for yl in y)] = np.exp(log_q)
@@ -52,14 +52,14 @@ def test_gwg_sampler_matches_its_log_prob(target):
     x = target.states()[len(target.states()) // 2]
     _, local = target.local_fn(x)
     logits = [
-        dk.gwg_move_logits(d, xl, loc, t)
+        dk.gwg.gwg_move_logits(d, xl, loc, t)
         for d, xl, loc, t in zip(target.domains, x, local, target.is_table)
     ]
     counts: dict = {}
     num_draws = 5000
     for u in rng.uniform(size=num_draws):
-        ys, log_q = dk.gwg_sample(target.domains, x, logits, np.float64(u))
-        assert np.isclose(float(log_q), float(dk.gwg_log_prob(target.domains, x, ys, logits)))
+        ys, log_q = dk.gwg.gwg_sample(target.domains, x, logits, np.float64(u))
+        assert np.isclose(float(log_q), float(dk.gwg.gwg_log_prob(target.domains, x, ys, logits)))
         key = tuple(tuple(yl.tolist()) for yl in ys)
         counts[key] = counts.get(key, 0) + 1
     probs = {}
@@ -67,7 +67,7 @@ def test_gwg_sampler_matches_its_log_prob(target):
         if sum(int(np.sum(a != b)) for a, b in zip(x, y)) != 1:
             continue
         probs[tuple(tuple(yl.tolist()) for yl in y)] = np.exp(
-            float(dk.gwg_log_prob(target.domains, x, y, logits))
+            float(dk.gwg.gwg_log_prob(target.domains, x, y, logits))
         )
     assert np.isclose(sum(probs.values()), 1.0)
     _frequency_check(counts, probs, num_draws)
@@ -82,9 +82,9 @@ def test_nan_proposal_is_rejected_and_chain_keeps_its_state():
     def nan_local_fn(leaves):
         return np.float64(np.nan), tuple(np.full(loc.shape, np.nan) for loc in local)
 
-    u = [np.zeros(s) for s in dk.dlp_noise_shapes(target.domains, target.shapes)]
+    u = [np.zeros(s) for s in dk.dlp.dlp_noise_shapes(target.domains, target.shapes)]
     for metropolis in (True, False):
-        new, info = dk.dlp_step(
+        new, info = dk.dlp.dlp_step(
             state,
             u,
             np.float64(0.0),
@@ -101,23 +101,27 @@ def test_nan_proposal_is_rejected_and_chain_keeps_its_state():
         assert float(info.hamming_distance) > 0  # a move was proposed
 
 
+def _dual_averaging(accept_prob, draws, num_warmup=100):
+    """The step size after ``draws`` draws of a warmup of ``num_warmup`` that each saw
+    ``accept_prob``, through the step-size phase every kernel uses."""
+    phase = dk.warmup.dual_averaging_phase(
+        0, num_warmup, dk.warmup.StepSizeAdaptation(), lambda state, feedback: feedback.info
+    )
+    state = dk.dlp.StepSizeState(np.float64(1.0), None, None)
+    state = dk.warmup.start_phases([phase], state)
+    for i in range(draws):
+        feedback = dk.warmup.Feedback(np.float64(accept_prob), None, None, np.int32(i))
+        state = dk.warmup.run_phases([phase], state, feedback, dk.PYTHON_CONTROL)
+    return state
+
+
 def test_dual_averaging_moves_towards_target():
-    state = dk.dual_averaging_init(np.float64(1.0))
-    step = np.float64(1.0)
-    for i in range(50):
-        state, step = dk.step_size_adaptation_update(state, step, np.float64(0.1), np.int32(i), 100)
-    assert step < 1.0  # acceptance too low: smaller steps
-    state = dk.dual_averaging_init(np.float64(1.0))
-    step = np.float64(1.0)
-    for i in range(100):
-        state, step = dk.step_size_adaptation_update(
-            state, step, np.float64(0.95), np.int32(i), 100
-        )
-    assert step > 1.0
-    assert np.isclose(step, np.exp(state.log_step_size_avg))  # frozen at the average
-    frozen = step
-    state, step = dk.step_size_adaptation_update(state, step, np.float64(0.0), np.int32(100), 100)
-    assert step == frozen
+    assert _dual_averaging(0.1, 50).step_size < 1.0  # acceptance too low: smaller steps
+    state = _dual_averaging(0.95, 100)
+    assert state.step_size > 1.0
+    # frozen at the average after the last warmup draw, and unchanged after it
+    assert np.isclose(state.step_size, np.exp(state.dual_averaging.log_step_size_avg))
+    assert _dual_averaging(0.95, 101).step_size == state.step_size
 
 
 def test_inverse_cdf_never_picks_an_impossible_category():

@@ -10,8 +10,8 @@ import discrete_kernels as dk
 def _log_q_dlp(target, x, local, y, step_size, balance):
     total = 0.0
     for d, xl, loc, t, yl in zip(target.domains, x, local, target.is_table, y):
-        logits = dk.dlp_leaf_logits(d, xl, loc, t, step_size, balance)
-        total += float(dk.dlp_leaf_log_prob(d, xl, yl, logits))
+        logits = dk.dlp.dlp_leaf_logits(d, xl, loc, t, step_size, balance)
+        total += float(dk.dlp.dlp_leaf_log_prob(d, xl, yl, logits))
     return total
 
 
@@ -20,10 +20,10 @@ def _log_q_gwg(target, x, local, y, balance):
     if changed != 1:
         return -np.inf
     logits = [
-        dk.gwg_move_logits(d, xl, loc, t, balance)
+        dk.gwg.gwg_move_logits(d, xl, loc, t, balance)
         for d, xl, loc, t in zip(target.domains, x, local, target.is_table)
     ]
-    return float(dk.gwg_log_prob(target.domains, x, y, logits))
+    return float(dk.gwg.gwg_log_prob(target.domains, x, y, logits))
 
 
 def _same(value):
@@ -61,10 +61,10 @@ def transition_matrix(
         for b in range(n):
             if a == b or proposal[a, b] == 0.0:
                 continue
-            log_ratio = dk.mh_log_ratio(
+            log_ratio = dk.kernel.mh_log_ratio(
                 f[a], f[b], convert(np.float64(log_q[a, b])), convert(np.float64(log_q[b, a]))
             )
-            p[a, b] = proposal[a, b] * float(dk.accept_probability(log_ratio))
+            p[a, b] = proposal[a, b] * float(dk.kernel.accept_probability(log_ratio))
         p[a, a] = 1.0 - p[a].sum()
     return p, proposal
 
@@ -73,3 +73,81 @@ def stationary(p: np.ndarray) -> np.ndarray:
     values, vectors = np.linalg.eig(p.T)
     v = np.real(vectors[:, np.argmin(np.abs(values - 1.0))])
     return v / v.sum()
+
+
+def spec_transition_matrix(spec, states, local_fn, params, sites):
+    """``P[a, b]`` of a sampler spec on enumerable ``states`` (tuples of leaves of one
+    backend), from its proposal (``spec.log_proposal``) and the MH rule of the core, at fixed
+    ``params``; also the proposal matrix. Works for any spec whose proposal has a density on
+    the states (the DLP family, GWG, AB-1st) and any PPL's ``local_fn``."""
+    chains = [spec.init(s, local_fn) for s in states]
+    n = len(states)
+    log_q = np.full((n, n), -np.inf)
+    for a, chain in enumerate(chains):
+        for b, y in enumerate(states):
+            log_q[a, b] = float(spec.log_proposal(chain, y, params, sites))
+    proposal = np.exp(log_q)
+    p = np.zeros((n, n))
+    f = [np.float64(float(c.log_density)) for c in chains]
+    for a in range(n):
+        for b in range(n):
+            if a == b or proposal[a, b] == 0.0:
+                continue
+            log_ratio = dk.kernel.mh_log_ratio(
+                f[a], f[b], np.float64(log_q[a, b]), np.float64(log_q[b, a])
+            )
+            accept = float(dk.kernel.accept_probability(log_ratio)) if params.metropolis else 1.0
+            p[a, b] = proposal[a, b] * accept
+        p[a, a] = 1.0 - p[a].sum()
+    return p, proposal
+
+
+def draw_numpy_noise(shapes, rng):
+    """One step's noise in a spec's shapes, numpy float64 (the adapters' role in the core
+    tests)."""
+    uniforms = tuple(rng.uniform(size=s) for s in shapes.uniforms)
+    normals = rng.standard_normal(shapes.num_normals) if shapes.num_normals else None
+    permutation = rng.permutation(shapes.permutation) if shapes.permutation else None
+    return dk.StepNoise(uniforms, np.float64(rng.uniform()), normals, permutation)
+
+
+def empirical_transitions(spec, states, local_fn, params, adapt, sites, num, seed, step=None):
+    """Counts ``C[a, b]`` of ``num`` steps of ``spec.step`` from each state ``a`` (the step
+    itself, not its declared proposal); ``step(chain, noise)`` replaces it (a jitted one)."""
+    if step is None:
+
+        def step(chain, noise):
+            return spec.step(chain, noise, params, adapt, sites, local_fn)
+
+    rng = np.random.default_rng(seed)
+    index = {
+        tuple(np.concatenate([np.ravel(v) for v in s]).tolist()): i for i, s in enumerate(states)
+    }
+    counts = np.zeros((len(states), len(states)))
+    for a, state in enumerate(states):
+        chain = spec.init(state, local_fn)
+        shapes = spec.noise_shapes(sites, [np.shape(v) for v in state])
+        for _ in range(num):
+            new, _ = step(chain, draw_numpy_noise(shapes, rng))
+            key = tuple(np.concatenate([np.ravel(np.asarray(v)) for v in new.x]).tolist())
+            counts[a, index[key]] += 1
+    return counts
+
+
+def assert_rows_match(counts, p, min_p_value=1e-4):
+    """Each row of counts is a multinomial draw from the row of ``p`` (chi-square test, cells
+    of small expectation pooled)."""
+    from scipy import stats
+
+    for a in range(p.shape[0]):
+        n = counts[a].sum()
+        expected = p[a] * n
+        big = expected >= 5
+        observed = np.append(counts[a][big], counts[a][~big].sum())
+        wanted = np.append(expected[big], expected[~big].sum())
+        keep = wanted > 0
+        assert np.all(counts[a][p[a] == 0] == 0), f"row {a}: a move of probability zero"
+        if keep.sum() < 2:
+            continue
+        p_value = stats.chisquare(observed[keep], wanted[keep]).pvalue
+        assert p_value > min_p_value, (a, p_value, counts[a], expected)

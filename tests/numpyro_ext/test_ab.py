@@ -147,9 +147,10 @@ def test_ab_errors():
         nx.AB(ising_model, variant="second")
     with pytest.raises(ValueError, match="balance must be a finite number in \\(0, 1\\]"):
         nx.AB(ising_model, balance=1.5)
-    with pytest.warns(FutureWarning, match="`alpha` is now called `balance`"):
-        kernel = nx.AB(ising_model, alpha=0.7)
-    assert kernel.config.balance == 0.7
+    # the balance has one name (an unreleased `alpha=` alias was removed)
+    with pytest.raises(TypeError, match=r"AB: unknown option\(s\) \['alpha'\]; its options"):
+        nx.AB(ising_model, alpha=0.7)
+    assert nx.AB(ising_model, balance=0.7).spec.config.balance == 0.7
     with pytest.raises(ValueError, match=r"step_size \(sigma\) must be a positive finite"):
         nx.AB(ising_model, step_size=-1.0)
 

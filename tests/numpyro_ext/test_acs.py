@@ -20,7 +20,7 @@ def test_ising_3x3_moments_and_tuned_cycle():
     kernel = nx.ACS(ising_model)
     mcmc = MCMC(
         kernel,
-        num_warmup=dk.tuning_steps(kernel.config) + 100,
+        num_warmup=dk.samplers.acs_schedule.tuning_steps(kernel.spec.config) + 100,
         num_samples=4000,
         num_chains=2,
         chain_method="vectorized",
@@ -34,12 +34,12 @@ def test_ising_3x3_moments_and_tuned_cycle():
     assert_mc_close(pair, mean_pair)
     stats = mcmc.get_extra_fields(group_by_chain=True)
     positions = np.asarray(stats["cycle_position"])
-    assert set(np.unique(positions)) == set(range(kernel.config.steps_per_cycle))
+    assert set(np.unique(positions)) == set(range(kernel.spec.config.steps_per_cycle))
     alpha = np.asarray(stats["step_size"])
     beta = np.asarray(stats["balance"])
     # each chain tuned its own cycle, which then repeats exactly with the position
     for chain in range(2):
-        for k in range(kernel.config.steps_per_cycle):
+        for k in range(kernel.spec.config.steps_per_cycle):
             at_k = positions[chain] == k
             assert np.allclose(alpha[chain][at_k], alpha[chain][at_k][0])
             assert np.allclose(beta[chain][at_k], beta[chain][at_k][0])

@@ -89,11 +89,14 @@ def test_dmala_adapted_step_size_stays_in_its_meaningful_range():
         extra_fields=("step_size",),
     )
     step = np.asarray(mcmc.get_extra_fields()["step_size"])
-    low, high = dk.dlp_step_size_bounds(0.0)
+    low, high = dk.warmup.dlp_step_size_bounds(0.0)
     assert np.all(step <= high) and np.all(step >= 0.5 * high)
     assert_mc_close(np.asarray(mcmc.get_samples(group_by_chain=True), np.float64), 0.3)
     # an ordinal site's range allows (S - 1)^2 times more
-    assert dk.dlp_step_size_bounds(dk.domain_step_scale([dk.Ordinal(301)]))[1] == 1e3 * 300**2
+    assert (
+        dk.warmup.dlp_step_size_bounds(dk.domains.domain_step_scale([dk.Ordinal(301)]))[1]
+        == 1e3 * 300**2
+    )
 
 
 def test_acs_defaults_move_alpha_min_off_the_floor_on_binary():

@@ -284,20 +284,6 @@ def test_error_site_used_as_index_suggests_exact_sites():
     assert set(np.unique(values)) == {0, 1, 2}
 
 
-def test_the_shared_ess_is_numpyros():
-    """tests/mc.py's numpy ESS (used by the Pyro tests, which run without NumPyro) is
-    NumPyro's estimator to rounding, for one and several chains."""
-    from numpyro.diagnostics import effective_sample_size
-
-    from ..mc import effective_sample_size as shared
-
-    rng = np.random.default_rng(0)
-    for shape in [(1, 500), (4, 300, 3), (2, 37)]:
-        x = rng.standard_normal(shape)
-        x = x + 0.1 * np.cumsum(x, axis=1)
-        np.testing.assert_allclose(shared(x), effective_sample_size(x), rtol=1e-10)
-
-
 def _spike_and_slab(x, y=None):
     gamma = numpyro.sample("gamma", dist.Bernoulli(0.1).expand([x.shape[1]]))
     beta = numpyro.sample("beta", dist.Normal(0.0, 2.0).expand([x.shape[1]]))
@@ -334,11 +320,10 @@ def test_auto_exact_decision_is_shared_by_the_chains_of_a_kernel():
     assert len(local_shapes(nx.DMALA(_spike_and_slab), forget=False)) == 1
 
 
-def test_uniforms_drawn_in_rows_are_the_flat_draw():
-    """The driver draws a step's uniforms as (rows, 128) for speed; with JAX's partitionable
-    threefry they are the numbers of the flat draw (runs stay reproducible across releases
-    of this library that drew them flat)."""
-    from numpyro_ext.base import _uniforms
+def test_step_uniforms_are_one_flat_draw_in_leaf_order():
+    """A step's uniforms are one flat draw cut into the leaves' shapes in order, the MH
+    uniform last (the layout the cross-PPL parity tests feed both drivers)."""
+    from numpyro_ext._noise import _uniforms
 
     key = random.key(3)
     pieces, last = _uniforms(key, [(3, 5), (200,)])

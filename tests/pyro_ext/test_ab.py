@@ -34,13 +34,15 @@ def test_ising_3x3_moments(variant):
     assert_mc_close(s, probs @ s_all)
     assert_mc_close(pair, probs @ pair_all)
     stats = px.to_arviz(mcmc).sample_stats
-    tuned = kernel.parameters()
+    tuned = {k: float(v) for k, v in kernel.tuned_parameters().items()}
     np.testing.assert_allclose(stats["step_size"].values, tuned["step_size"], rtol=1e-6)
     np.testing.assert_allclose(stats["balance"].values, tuned["balance"], rtol=1e-6)
     if variant != "1st":
-        m = kernel.quadratic.root
+        m = kernel.adapt_state.quadratic.root
         assert float(torch.linalg.eigvalsh(m @ m)[0]) > -1e-5
-        assert float(kernel.quadratic.diag.abs().sum()) > 0  # fitted at the burn-in's end
+        assert (
+            float(kernel.adapt_state.quadratic.diag.abs().sum()) > 0
+        )  # fitted at the burn-in's end
 
 
 # AB's Pyro driver is checked against NumPyro's step by step (test_adapter_parity.py) and
@@ -80,10 +82,10 @@ def test_torch_and_jax_quadratic_proposals_agree():
             v = leaves[0] * 1.0
             return 0.5 * v @ wt @ v + bt @ v, (wt @ v + bt,)
 
-        quadratic = dk.ab.quadratic_from_coupling(wt, "trace")
+        quadratic = dk.samplers.ab_linalg.quadratic_from_coupling(wt, "trace")
         xs = (lib.asarray(x),)
         f, local = local_fn(xs)
-        proposal, log_q_f, log_q_r = dk.ab.ab_quadratic_propose(
+        proposal, log_q_f, log_q_r = dk.samplers.ab_quadratic.ab_quadratic_propose(
             dk.ChainState(xs, f, local),
             (lib.asarray(uniforms, dtype=lib.float32),),
             lib.asarray(normals, dtype=lib.float32),

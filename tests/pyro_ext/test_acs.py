@@ -18,7 +18,7 @@ def test_ising_3x3_moments_and_tuned_cycle():
     states, probs = enumerate_pyro(ising_model, {"x": ((9,), (0, 1))})
     s_all = np.stack([2.0 * st[0].cpu().numpy() - 1.0 for st in states])
     kernel = px.ACS(ising_model)
-    mcmc = _run(kernel, 4000, dk.tuning_steps(kernel.config) + 100)
+    mcmc = _run(kernel, 4000, dk.samplers.acs_schedule.tuning_steps(kernel.spec.config) + 100)
     x = mcmc.get_samples(group_by_chain=True)["x"].cpu().numpy().astype(np.float64)
     assert_mc_close(2.0 * x - 1.0, probs @ s_all)
     schedule = kernel.schedule()
@@ -27,7 +27,7 @@ def test_ising_3x3_moments_and_tuned_cycle():
     assert torch.all(schedule["beta"][1:] <= schedule["beta"][:-1] + 1e-7)
     stats = px.to_arviz(mcmc).sample_stats
     positions = stats["cycle_position"].values[0].astype(int)
-    s = kernel.config.steps_per_cycle
+    s = kernel.spec.config.steps_per_cycle
     np.testing.assert_array_equal((positions[1:] - positions[:-1]) % s, 1)  # walks the cycle
     np.testing.assert_allclose(
         stats["balance"].values[0], schedule["beta"].cpu().numpy()[positions], rtol=1e-6
@@ -47,7 +47,7 @@ def test_defaults_start_the_alpha_max_search_at_the_ordinal_scale():
         pyro.sample("n", dist.Binomial(300, torch.tensor(0.5)))
 
     kernel = px.ACS(model)
-    _run(kernel, 20, dk.tuning_steps(kernel.config))
+    _run(kernel, 20, dk.samplers.acs_schedule.tuning_steps(kernel.spec.config))
     alpha = kernel.schedule()["alpha"]
     assert kernel.schedule()["tuned"]
     # Binomial(300, 1/2) has variance 75: the acceptance-1/2 step sizes are tens to hundreds

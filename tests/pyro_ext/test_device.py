@@ -207,7 +207,7 @@ def test_a_step_reads_nothing_back_to_the_host(name):
             params = kernel.sample(params)
             kernel.logging()
         reads = dict(watch.host_reads)
-        if t == warmup or t == 1 or t % px.base.LOG_EVERY == 0:
+        if t == warmup or t == 1 or t % px.driver.LOG_EVERY == 0:
             assert sum(reads.values()) <= 6, (t, reads)
         else:
             assert not reads, (t, reads)
@@ -216,7 +216,7 @@ def test_a_step_reads_nothing_back_to_the_host(name):
 def test_watch_catches_a_tensor_made_without_a_device(monkeypatch):
     """The creation check has power: a core function that makes a CPU tensor (as the adapter
     did before it followed the model's device) is reported."""
-    import discrete_kernels.steps as steps
+    import discrete_kernels.kernel as steps
 
     original = steps.hamming_distance
 

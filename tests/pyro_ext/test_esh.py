@@ -98,7 +98,7 @@ def test_esh_errors():
 
 
 def test_default_step_size_is_adapted_in_warmup():
-    # the Pyro driver runs the same adaptation as NumPyro's (core esh_adapt_update)
+    # the Pyro driver runs the same adaptation as NumPyro's (the core ESH spec's warmup phases)
     kernel = px.ESH(correlated_model)
     mcmc = _run(kernel, 60, 30)
     stats = px.to_arviz(mcmc).sample_stats

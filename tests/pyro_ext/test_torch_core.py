@@ -38,13 +38,13 @@ def test_torch_and_jax_give_the_same_proposal_probabilities(target):
     state = target.states()[1]
     _, local = target.local_fn(state)
     for j, (d, x, loc, t) in enumerate(zip(target.domains, state, local, target.is_table)):
-        lt = dk.dlp_leaf_logits(
+        lt = dk.dlp.dlp_leaf_logits(
             d, torch.as_tensor(x), torch.as_tensor(loc, dtype=torch.float32), t, 0.6
         )
-        lj = dk.dlp_leaf_logits(d, jnp.asarray(x), jnp.asarray(loc, dtype=jnp.float32), t, 0.6)
+        lj = dk.dlp.dlp_leaf_logits(d, jnp.asarray(x), jnp.asarray(loc, dtype=jnp.float32), t, 0.6)
         np.testing.assert_allclose(lt.numpy(), np.asarray(lj), rtol=1e-5, atol=1e-6)
         for y in target.states()[:20]:
             yl = y[j]
-            pt = dk.dlp_leaf_log_prob(d, torch.as_tensor(x), torch.as_tensor(yl), lt)
-            pj = dk.dlp_leaf_log_prob(d, jnp.asarray(x), jnp.asarray(yl), lj)
+            pt = dk.dlp.dlp_leaf_log_prob(d, torch.as_tensor(x), torch.as_tensor(yl), lt)
+            pj = dk.dlp.dlp_leaf_log_prob(d, jnp.asarray(x), jnp.asarray(yl), lj)
             np.testing.assert_allclose(float(pt), float(pj), rtol=1e-5, atol=1e-5)

@@ -1,5 +1,6 @@
 """Energy-sampling Hamiltonian (ESH) dynamics (Ver Steeg and Galstyan, NeurIPS 2021) for
-continuous targets, backend-neutral and batched over chains.
+continuous targets, backend-neutral and batched over chains: the integrator, trajectories and
+Jarzynski weights (the kernel and its warmup: :mod:`discrete_kernels.samplers.esh`).
 
 Time-scaled dynamics (Eq. 6) for ``pi(x) ∝ exp(f(x))`` in ``d`` dimensions, with ``x``,
 the unit direction ``u = v / |v|`` and the log speed ``r = log |v|``:
@@ -25,24 +26,17 @@ from typing import Any, NamedTuple
 
 from array_api_compat import device as _device
 
-from ._xp import Array, array_namespace, python_loop
-from .adaptation import StepSizeAdaptation, dual_averaging_init, step_size_adaptation_update
+from .._xp import Array, array_namespace, python_loop
 
 __all__ = [
-    "ESHAdaptState",
-    "ESHAdaptation",
     "ESHState",
     "ESHTrajectoryInfo",
-    "energy_error_statistic",
-    "esh_adapt_init",
-    "esh_adapt_update",
     "esh_half_step",
     "esh_hamiltonian",
     "esh_leapfrog",
     "esh_trajectory",
     "jarzynski_log_weights",
     "orbit_log_weight",
-    "orbit_num_steps",
     "log_mean_exp_with_error",
     "unit_vector",
 ]
@@ -222,6 +216,19 @@ def esh_trajectory(
     backward_steps = xp.asarray(backward_steps if exact else 0, device=device)
     flipped = start._replace(u=-start.u)
 
+    def consider(new, uniform, sample, log_total, drift):
+        """Offer ``new`` to the multinomial selection: ``(taken, sample, log_total, drift)``.
+        Non-finite weights (a diverged point) are never taken and leave the drift alone."""
+        log_weight = orbit_log_weight(new, start) if exact else new.r
+        usable = xp.isfinite(log_weight)
+        log_weight = xp.where(usable, log_weight, xp.full_like(log_weight, -math.inf))
+        log_total_new = xp.logaddexp(log_total, log_weight)
+        # keep the new point with probability w_i / sum_{j <= i} w_j
+        take = usable & (xp.log(uniform) < log_weight - log_total_new)
+        sample = ESHState(*(_where(take, n, o) for n, o in zip(new, sample)))
+        drift = xp.where(usable, xp.maximum(drift, xp.abs(esh_hamiltonian(new) - h0)), drift)
+        return take, sample, log_total_new, drift
+
     def body(carry):
         back, forward, sample, log_total, drift, selected, index = carry
         going_back = index < backward_steps
@@ -229,14 +236,9 @@ def esh_trajectory(
         new = esh_leapfrog(current, step_size, value_and_grad)
         back = ESHState(*(_where(going_back, n, b) for n, b in zip(new, back)))
         forward = ESHState(*(_where(going_back, f, n) for n, f in zip(new, forward)))
-        log_weight = orbit_log_weight(new, start) if exact else new.r
-        usable = xp.isfinite(log_weight)
-        log_weight = xp.where(usable, log_weight, xp.full_like(log_weight, -math.inf))
-        log_total_new = xp.logaddexp(log_total, log_weight)
-        # keep the new point with probability w_i / sum_{j <= i} w_j
-        take = usable & (xp.log(uniforms[index]) < log_weight - log_total_new)
-        sample = ESHState(*(_where(take, n, o) for n, o in zip(new, sample)))
-        drift = xp.where(usable, xp.maximum(drift, xp.abs(esh_hamiltonian(new) - h0)), drift)
+        take, sample, log_total_new, drift = consider(
+            new, uniforms[index], sample, log_total, drift
+        )
         position = xp.where(going_back, -(index + 1), index + 1 - backward_steps)
         selected = xp.where(take, position + xp.zeros_like(selected), selected)
         return back, forward, sample, log_total_new, drift, selected, index + 1
@@ -252,14 +254,8 @@ def esh_trajectory(
             def leg_body(carry):
                 state, sample, log_total, drift, selected, index, k = carry
                 state = esh_leapfrog(state, step_size, value_and_grad)
-                log_weight = orbit_log_weight(state, start) if exact else state.r
-                usable = xp.isfinite(log_weight)
-                log_weight = xp.where(usable, log_weight, xp.full_like(log_weight, -math.inf))
-                log_total_new = xp.logaddexp(log_total, log_weight)
-                take = usable & (xp.log(uniforms[k]) < log_weight - log_total_new)
-                sample = ESHState(*(_where(take, n, o) for n, o in zip(state, sample)))
-                drift = xp.where(
-                    usable, xp.maximum(drift, xp.abs(esh_hamiltonian(state) - h0)), drift
+                take, sample, log_total_new, drift = consider(
+                    state, uniforms[k], sample, log_total, drift
                 )
                 position = sign * (index + 1) + xp.zeros_like(selected)
                 selected = xp.where(take, position, selected)
@@ -315,134 +311,3 @@ def log_mean_exp_with_error(log_w: Array) -> tuple[Array, Array]:
     estimate = xp.log(mean) + top[..., 0]
     spread = xp.sqrt(xp.sum((scaled - mean[..., None]) ** 2, axis=-1) / (n - 1))
     return estimate, spread / (math.sqrt(n) * mean)
-
-
-# ------------------------------------------------------------------------------------------
-# warmup adaptation of the step size and the orbit length
-
-
-class ESHAdaptation(NamedTuple):
-    """Settings of ESH's warmup adaptation.
-
-    - **target_energy_error** - target of ``xi = drift^2 / (d N)``, the squared largest
-      Hamiltonian error of a draw per dimension and per leapfrog step (the microcanonical
-      samplers that grew out of ESH tune the step size to a fixed energy-error variance per
-      dimension in the same way).
-    - **initial_step_size**, **initial_num_steps** - where the adaptation starts (and the
-      values used without warmup).
-    - **max_num_steps** - most leapfrog steps per draw (the noise of a draw is drawn for this
-      many).
-    - **orbit_fraction** - the orbit length is this times ``sqrt(sum_i Var(x_i))``, the
-      scale of the whole posterior, estimated over the warmup (MCLMC's initial choice).
-    """
-
-    target_energy_error: float = 1e-2
-    initial_step_size: float = 0.1
-    initial_num_steps: int = 20
-    max_num_steps: int = 100
-    orbit_fraction: float = 1.0
-
-
-class ESHAdaptState(NamedTuple):
-    """State of ESH's warmup adaptation (per chain).
-
-    - **dual_averaging** - of ``log step_size`` (:mod:`discrete_kernels.adaptation`).
-    - **step_size**, **num_steps** - of the next draw.
-    - **count**, **mean** (d,), **m2** (d,) - Welford moments of the draws since the
-      first quarter of the warmup.
-    """
-
-    dual_averaging: Any
-    step_size: Array
-    num_steps: Array
-    count: Array
-    mean: Array
-    m2: Array
-
-
-def esh_adapt_init(step_size: Array, num_steps: int, x: Array) -> ESHAdaptState:
-    """Adaptation state at ``(step_size, num_steps)`` (scalar array, int) for a chain at
-    ``x`` (d,)."""
-    xp = array_namespace(x)
-    zeros = xp.zeros_like(x)
-    return ESHAdaptState(
-        dual_averaging_init(step_size),
-        step_size,
-        xp.asarray(num_steps, dtype=xp.int32, device=_device(x)),
-        xp.zeros_like(step_size),
-        zeros,
-        zeros,
-    )
-
-
-def energy_error_statistic(drift: Array, dim: int, num_steps: Array) -> Array:
-    """``xi = drift^2 / (d N)``: the squared largest Hamiltonian error of a draw per dimension
-    and per leapfrog step (``drift``: :class:`ESHTrajectoryInfo.hamiltonian_drift`)."""
-    xp = array_namespace(drift)
-    return drift**2 / (dim * xp.astype(num_steps, drift.dtype))
-
-
-def orbit_num_steps(state: ESHAdaptState, step_size: Array, config: ESHAdaptation) -> Array:
-    """``N = round(orbit_fraction * sqrt(sum_i Var(x_i)) / step_size)``, at least
-    ``initial_num_steps`` (a chain's own warmup draws underestimate the spread of a target
-    whose modes it has not visited yet) and at most ``max_num_steps``; the current
-    ``num_steps`` while fewer than two draws were recorded."""
-    xp = array_namespace(step_size)
-    variance = state.m2 / xp.maximum(state.count - 1, xp.ones_like(state.count))
-    length = config.orbit_fraction * xp.sqrt(xp.sum(variance))
-    steps = xp.round(length / step_size)
-    steps = xp.clip(steps, config.initial_num_steps, config.max_num_steps)
-    usable = (state.count >= 2) & xp.isfinite(steps)
-    return xp.where(usable, xp.astype(steps, xp.int32), state.num_steps)
-
-
-def esh_adapt_update(
-    state: ESHAdaptState,
-    drift: Array,
-    x: Array,
-    index: Array,
-    num_warmup: int,
-    config: ESHAdaptation,
-    adapt_step_size: bool = True,
-    adapt_num_steps: bool = True,
-) -> ESHAdaptState:
-    """The adaptation after warmup draw ``index`` (0-based), which ended at ``x`` (d,) with
-    Hamiltonian drift ``drift``; unchanged after the warmup.
-
-    - step size: dual averaging of ``log step_size`` on the pseudo-acceptance
-      ``xi* / (xi* + xi)`` (:func:`energy_error_statistic`) with target 1/2, i.e. towards
-      ``xi = xi*``; frozen at its average when the warmup ends;
-    - orbit length: Welford moments of the draws from a quarter of the warmup on; at half of
-      the warmup and at its end ``num_steps`` becomes :func:`orbit_num_steps` at the
-      current step size.
-    """
-    xp = array_namespace(x)
-    in_warmup = index < num_warmup
-    dim = x.shape[-1]
-    new = state
-    if adapt_step_size:
-        xi = energy_error_statistic(drift, dim, state.num_steps)
-        xi = xp.where(xp.isfinite(xi), xi, xp.full_like(xi, math.inf))
-        target = config.target_energy_error
-        pseudo_accept = target / (target + xi)
-        dual, step = step_size_adaptation_update(
-            state.dual_averaging,
-            state.step_size,
-            pseudo_accept,
-            index,
-            num_warmup,
-            StepSizeAdaptation(target_accept_prob=0.5),
-        )
-        new = new._replace(dual_averaging=dual, step_size=step)
-    if adapt_num_steps:
-        record = in_warmup & (index >= num_warmup // 4)
-        count = state.count + xp.astype(record, state.count.dtype)
-        delta = x - state.mean
-        safe = xp.maximum(count, xp.ones_like(count))
-        mean = xp.where(record, state.mean + delta / safe, state.mean)
-        m2 = xp.where(record, state.m2 + delta * (x - mean), state.m2)
-        new = new._replace(count=count, mean=mean, m2=m2)
-        set_length = in_warmup & ((index == num_warmup // 2 - 1) | (index == num_warmup - 1))
-        steps = orbit_num_steps(new, new.step_size, config)
-        new = new._replace(num_steps=xp.where(set_length, steps, state.num_steps))
-    return new

@@ -1,5 +1,5 @@
-"""Automatic cyclical scheduling (ACS, Pynadath et al.): the cyclical step-size and balancing
-schedules and their automatic tuning, as a pure state machine driven one step at a time.
+"""The cycle of ACS (Pynadath et al.): the cyclical step-size and balancing schedules (Eq. 8-9)
+and their automatic tuning (Alg. 2-5), as a pure state machine driven one step at a time.
 
 The step of ACS is the DLP step with step size ``alpha_k`` and balance ``beta_k``
 (:func:`discrete_kernels.dlp_step`); this module only decides ``(alpha_k, beta_k)``.
@@ -12,7 +12,7 @@ Tuning (Alg. 2-5 of the paper), one proposal per MCMC step, all inside warmup:
 2. EstimateAlpha for ``alpha_min`` at ``beta = 1/2``: rounds of ``num_candidates`` step sizes
    searched from ``alpha_floor``;
 3. EstimateAlpha for ``alpha_max`` at ``beta_max``: the same, from the larger of
-   ``alpha_ceil`` and the domain's scale (:func:`domain_step_scale`);
+   ``alpha_ceil`` and the domain's scale (:func:`discrete_kernels.domains.domain_step_scale`);
 4. EstimateBalSched: for each position ``k = 1 .. s-1`` of the cycle, ``num_candidates``
    balances on a grid of ``[1/2, beta_{k-1}]``, keeping the one of highest acceptance;
 5. done: the tuned cycle.
@@ -30,7 +30,7 @@ spacing (with 5 candidates). ``learning_rate`` is used by ``"paper"`` only. Ties
 acceptance (all ``1`` or all ``0``, common at the ends of the range) go to the candidate
 towards the target instead of staying at the bound. So the defaults reach step sizes far from
 ``alpha_floor`` and ``alpha_ceil`` in a few rounds, inside the range where a step size still
-changes the proposal (:func:`discrete_kernels.adaptation.dlp_step_size_bounds`: up to
+changes the proposal (:func:`discrete_kernels.warmup.dlp_step_size_bounds`: up to
 ``1e3 (S - 1)^2`` for an ordinal coordinate with ``S`` values, ``1e3`` for a binary one).
 
 Acceptance is the expected acceptance ``min(1, exp(log A))`` of each proposal, not the realised
@@ -41,31 +41,26 @@ chain moves by the usual MH rule throughout phases 1-4, so it stays a valid MCMC
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from array_api_compat import device as _device
 
-from ._xp import Array, array_namespace
-from .adaptation import dlp_step_size_bounds
-from .domains import domain_step_scale
-from .validation import check_int, check_number
+from .._xp import Array, array_namespace
+from ..warmup import dlp_step_size_bounds
 
 __all__ = [
     "ACSConfig",
     "ACSTunerState",
+    "DONE",
+    "acs_cycle_advance",
     "acs_finish_tuning",
-    "acs_options",
-    "acs_pcd_retunes",
-    "acs_pcd_step_parameters",
     "acs_step_parameters",
     "acs_tuner_init",
     "acs_tuner_update",
     "acs_warmup_update",
     "cyclical_balance",
     "cyclical_step_size",
-    "domain_step_scale",
     "tuning_steps",
-    "PCD_RETUNE_CYCLES",
 ]
 
 BURNIN, BURNIN_MH, ALPHA_MIN, ALPHA_MAX, BALANCE, DONE = range(6)
@@ -73,13 +68,15 @@ SEARCHES = ("range", "paper")
 
 
 class ACSConfig(NamedTuple):
-    """Static settings of the schedule and its tuning (defaults from the paper and its code)."""
+    """Static settings of the cycle and its tuning: the kernel's options
+    (:class:`discrete_kernels.samplers.acs.ACS`, defaults there) and the tuning's constants
+    (defaults from the paper and its code, changed through the kernel's ``tuning={...}``)."""
 
-    steps_per_cycle: int = 8
-    beta_max: float = 0.95
-    target_accept_prob: float = 0.5
-    alpha_floor: float = 0.05
-    alpha_ceil: float = 5.0
+    steps_per_cycle: int
+    beta_max: float
+    target_accept_prob: float
+    alpha_floor: float
+    alpha_ceil: float
     burnin_steps: int = 50
     burnin_mh_steps: int = 50
     num_candidates: int = 5
@@ -124,7 +121,7 @@ class ACSTunerState(NamedTuple):
       **bracketed** - whether the target has been bracketed (the search then narrows);
       **width** - half-width in ``log(alpha)`` of the next narrowing round;
       **alpha_limit** - largest step size the range search tests
-      (:func:`discrete_kernels.adaptation.dlp_step_size_bounds`);
+      (:func:`discrete_kernels.warmup.dlp_step_size_bounds`);
       **round_above**, **round_below** - whether a candidate of this round had acceptance
       above / below the target.
     """
@@ -159,8 +156,8 @@ def acs_tuner_init(
     """Initial tuner state; ``tuned=True`` with explicit schedules skips the tuning.
 
     ``like`` is any float array of the backend and dtype to use. ``domain_scale``
-    (:func:`domain_step_scale`): the range search for ``alpha_max`` starts at the larger of it
-    and ``alpha_ceil``.
+    (:func:`discrete_kernels.domains.domain_step_scale`): the range search for ``alpha_max``
+    starts at the larger of it and ``alpha_ceil``.
     """
     xp = array_namespace(like)
     dtype = like.dtype
@@ -449,111 +446,3 @@ def acs_warmup_update(
     finished = acs_finish_tuning(updated, config)
     force = (iteration == num_warmup - 1) & (updated.phase != DONE)
     return ACSTunerState(*(xp.where(force, f, u) for f, u in zip(finished, updated)))
-
-
-# ACS inside PCD (App. B, Alg. 6): the schedule moves with the training iteration, not the
-# sampler step. The paper re-tunes alpha_max and alpha_min every 25 cycles (App. G).
-PCD_RETUNE_CYCLES = 25
-
-
-def acs_pcd_step_parameters(
-    iteration: Array, step: Array, alpha_max: Array, alpha_min: Array, config: ACSConfig
-) -> tuple[Array, Array, Array]:
-    """``(alpha, beta, metropolis)`` of sampler step ``step`` in training ``iteration``: the
-    first iteration of each cycle of ``steps_per_cycle`` iterations explores at
-    ``(alpha_max, beta_max)`` with its first step not MH corrected; the others exploit at
-    ``(alpha_min, 1/2)`` (Alg. 6, lines 12-26)."""
-    xp = array_namespace(alpha_max)
-    explore = (iteration % config.steps_per_cycle) == 0
-    beta_max = xp.full_like(alpha_max, config.beta_max)
-    alpha = xp.where(explore, alpha_max, alpha_min)
-    beta = xp.where(explore, beta_max, xp.full_like(alpha_max, 0.5))
-    return alpha, beta, ~(explore & (step == 0))
-
-
-def acs_pcd_retunes(iteration: Array, config: ACSConfig) -> Array:
-    """Whether training ``iteration`` re-tunes ``alpha_max`` and ``alpha_min`` (its negative
-    phase is then the tuning run): iteration 0 and every :data:`PCD_RETUNE_CYCLES` cycles."""
-    return (iteration % (PCD_RETUNE_CYCLES * config.steps_per_cycle)) == 0
-
-
-def acs_options(
-    steps_per_cycle: int = 8,
-    beta_max: float = 0.95,
-    target_accept_prob: float = 0.5,
-    alpha_floor: float = 0.05,
-    alpha_ceil: float = 5.0,
-    alpha_max: float | None = None,
-    alpha_min: float | None = None,
-    beta_schedule=None,
-    tuning: dict | None = None,
-) -> tuple[ACSConfig, tuple | None]:
-    """Validate the options of an ACS kernel; returns the config and the explicit cycle
-    ``(alpha_max, alpha_min, beta_schedule)`` or None when it is to be tuned."""
-    steps_per_cycle = check_int("ACS", "steps_per_cycle", steps_per_cycle, minimum=2)
-    beta_max = check_number("ACS", "beta_max", beta_max, low=0.5, high=1.0, low_inclusive=True)
-    target_accept_prob = check_number("ACS", "target_accept_prob", target_accept_prob, high=1.0)
-    alpha_floor = check_number("ACS", "alpha_floor", alpha_floor)
-    alpha_ceil = check_number("ACS", "alpha_ceil", alpha_ceil)
-    if not alpha_floor < alpha_ceil:
-        raise ValueError(
-            f"ACS: need 0 < alpha_floor < alpha_ceil, got {alpha_floor!r}, {alpha_ceil!r}."
-        )
-    tuning = _tuning_options(tuning)
-    config = ACSConfig(
-        steps_per_cycle=int(steps_per_cycle),
-        beta_max=beta_max,
-        target_accept_prob=target_accept_prob,
-        alpha_floor=alpha_floor,
-        alpha_ceil=alpha_ceil,
-        **tuning,
-    )
-    given = [alpha_max is not None, alpha_min is not None, beta_schedule is not None]
-    if not any(given):
-        return config, None
-    if not all(given):
-        raise ValueError(
-            "ACS: an explicit cycle needs all of alpha_max, alpha_min and beta_schedule."
-        )
-    alpha_max = check_number("ACS", "alpha_max", alpha_max)
-    alpha_min = check_number("ACS", "alpha_min", alpha_min)
-    if not alpha_min <= alpha_max:
-        raise ValueError(f"ACS: need 0 < alpha_min <= alpha_max, got {alpha_min!r}, {alpha_max!r}.")
-    beta_schedule = list(beta_schedule)
-    if len(beta_schedule) != steps_per_cycle:
-        raise ValueError(
-            f"ACS: beta_schedule must have steps_per_cycle = {steps_per_cycle} values in "
-            f"[0.5, 1), got {len(beta_schedule)}."
-        )
-    beta_schedule = [
-        check_number("ACS", f"beta_schedule[{k}]", b, low=0.5, high=1.0, low_inclusive=True)
-        for k, b in enumerate(beta_schedule)
-    ]
-    return config, (alpha_max, alpha_min, beta_schedule)
-
-
-def _tuning_options(tuning: dict | None) -> dict:
-    """Check the ``tuning={...}`` entries of ACS: known names, valid values."""
-    if tuning is None:
-        return {}
-    if not isinstance(tuning, dict):
-        raise ValueError(f"ACS: tuning must be a dict of ACSConfig fields, got {tuning!r}.")
-    lengths = {"burnin_steps": 0, "burnin_mh_steps": 0, "num_candidates": 1, "alpha_rounds": 1}
-    allowed = sorted([*lengths, "learning_rate", "search", "expansion"])
-    out: dict[str, Any] = {}
-    for key, value in tuning.items():
-        if key in lengths:
-            out[key] = check_int("ACS", f"tuning[{key!r}]", value, minimum=lengths[key])
-        elif key == "learning_rate":
-            out[key] = check_number("ACS", "tuning['learning_rate']", value)
-        elif key == "expansion":
-            out[key] = check_number("ACS", "tuning['expansion']", value, low=1.0)
-        elif key == "search":
-            if value not in SEARCHES:
-                raise ValueError(
-                    f"ACS: tuning['search'] must be one of {list(SEARCHES)}, got {value!r}."
-                )
-            out[key] = value
-        else:
-            raise ValueError(f"ACS: unknown tuning option {key!r}; allowed: {allowed}.")
-    return out

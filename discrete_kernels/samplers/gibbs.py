@@ -16,23 +16,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
 
 from array_api_compat import device as _device
 
-from ._xp import Array, array_namespace, categorical_from_uniform, masked_sum
-from .domains import Domain, Ordinal
-from .mh import accept_probability, metropolis_accept
-from .steps import ChainState, StepInfo
+from .._xp import Array, array_namespace, categorical_from_uniform, logsumexp, masked_sum
+from ..domains import Domain, Ordinal
+from ..kernel import (
+    ChainState,
+    ControlFlow,
+    NoiseShapes,
+    Sampler,
+    Sites,
+    StepInfo,
+    StepParameters,
+    accept_probability,
+    metropolis_accept,
+)
+from ..validation import check_bool
 
-__all__ = ["gibbs_site_proposal", "gibbs_sweep"]
-
-
-def _logsumexp(x: Array) -> Array:
-    """Over the last axis, (...)."""
-    xp = array_namespace(x)
-    top = xp.max(x, axis=-1, keepdims=True)
-    top = xp.where(xp.isfinite(top), top, xp.zeros_like(top))
-    return top[..., 0] + xp.log(xp.sum(xp.exp(x - top), axis=-1))
+__all__ = ["DiscreteGibbs", "gibbs_site_proposal", "gibbs_sweep"]
 
 
 def gibbs_site_proposal(
@@ -92,7 +96,7 @@ def gibbs_site_proposal(
         log_ratio = w_proposal - w_current
     elif modified:
         # (1 - p_c) / (1 - p_v) = sum_{u != c} e^w_u / sum_{u != v} e^w_u
-        log_ratio = _logsumexp(xp.where(is_current, neg_inf, w)) - _logsumexp(
+        log_ratio = logsumexp(xp.where(is_current, neg_inf, w)) - logsumexp(
             xp.where(is_proposal, neg_inf, w)
         )
     else:
@@ -199,3 +203,58 @@ def gibbs_sweep(
         xp.asarray(float(changed), dtype=mean_accept.dtype, device=_device(mean_accept)),
     )
     return ChainState(tuple(leaves), f, ()), info
+
+
+@dataclass(frozen=True, eq=False)
+class DiscreteGibbs(Sampler):
+    """One coordinate at a time from its exact conditional (or Liu's modified / random-walk
+    forms), in a random order each sweep: one draw is one sweep (:func:`gibbs_sweep`, ``S``
+    model evaluations per coordinate). It reads no local information (its ``local_fn`` returns
+    the log density only); it has no step size or adaptation.
+
+    Parameters
+    ----------
+    random_walk : bool
+        Uniform proposals over the coordinate's values, MH corrected.
+    modified : bool
+        Never propose the current value (Liu, 1996).
+    """
+
+    random_walk: bool = False
+    modified: bool = False
+    name: ClassVar[str] = "DiscreteGibbs"
+    site_options: ClassVar[tuple[str, ...]] = ()
+    uses_locals: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        for option in ("random_walk", "modified"):
+            value = check_bool(self.name, option, getattr(self, option))
+            object.__setattr__(self, option, value)
+
+    def noise_shapes(self, sites: Sites, leaf_shapes: Sequence[tuple[int, ...]]) -> NoiseShapes:
+        total = sum(math.prod(shape) for shape in leaf_shapes)
+        return NoiseShapes(((total,), (total,)), permutation=total)
+
+    def adapt_init(self, like, num_warmup, sites, flat_dim, control: ControlFlow) -> Array:
+        xp = array_namespace(like)
+        return xp.full_like(like, math.nan)
+
+    def parameters(self, adapt_state: Array) -> StepParameters:
+        return StepParameters(adapt_state, adapt_state, True)
+
+    def step(self, chain, noise, params, adapt_state, sites, local_fn):
+        propose_uniforms, accept_uniforms = noise.uniforms
+        assert noise.permutation is not None  # noise_shapes asks for one
+        return gibbs_sweep(
+            chain,
+            [int(c) for c in noise.permutation],
+            propose_uniforms,
+            accept_uniforms,
+            lambda leaves: local_fn(leaves)[0],
+            sites.domains,
+            random_walk=self.random_walk,
+            modified=self.modified,
+        )
+
+    def adapt_final(self, adapt_state: Array) -> dict:
+        return {}

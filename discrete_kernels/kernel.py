@@ -1,0 +1,460 @@
+"""What every discrete sampler shares: the chain state, the sites, the noise of a step, its
+parameters, the MH finish, the propose skeleton, and :class:`Sampler`, the spec that the one
+driver per PPL runs.
+
+A spec (a frozen dataclass whose fields are the kernel's options, defaults written once there)
+says, for one sampler, which noise a step takes (:meth:`Sampler.noise_shapes`), how a step maps
+``(chain, noise, parameters)`` to the next chain and its statistics (:meth:`Sampler.step`),
+which parameters the next step uses (:meth:`Sampler.parameters`) and how warmup adapts them,
+as a list of :class:`~discrete_kernels.warmup.Phase` (:meth:`Sampler.phases`). Nothing random
+happens here: the adapter draws the noise with its own RNG in the shapes the spec asks for,
+and its control flow (``jax.lax.cond`` and ``fori_loop``, or plain Python) comes in as a
+:class:`ControlFlow`. The drivers call, for every sampler::
+
+    adapt = spec.adapt_init(like, num_warmup, sites, flat_dim, control)   # once
+    phases = spec.phases(num_warmup, control)
+    adapt = warmup.start_phases(phases, adapt)
+    params = spec.parameters(adapt)                                    # every step
+    chain, info = spec.step(chain, noise, params, adapt, sites, local_fn)
+    adapt = warmup.run_phases(phases, adapt, Feedback(info, params, chain, index), control)
+
+``index`` is the index of the draw just made (0 for the first warmup draw), shared by all
+chains. The statistics a kernel records per draw are the fields of its ``Info`` named in
+:attr:`Sampler.statistics`; the drivers derive their state fields, default fields, progress
+text and Pyro's records from them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, NamedTuple
+
+from ._xp import Array, array_namespace, python_loop
+from .domains import Domain
+
+__all__ = [
+    "PYTHON_CONTROL",
+    "ChainState",
+    "ControlFlow",
+    "LocalFn",
+    "NoiseShapes",
+    "Sampler",
+    "Sites",
+    "StepInfo",
+    "StepNoise",
+    "StepParameters",
+    "accept_probability",
+    "hamming_distance",
+    "metropolis_accept",
+    "mh_finish",
+    "mh_log_ratio",
+    "propose",
+]
+
+LocalFn = Callable[[tuple], tuple]
+"""``leaves -> (f, locals)``: the log density of a tuple of leaves and, per leaf, its local
+information (a gradient of the leaf's shape, or a table with a trailing axis of candidates)."""
+
+
+class ChainState(NamedTuple):
+    """Position of one chain with its cached log density and local information.
+
+    - **x** - tuple of leaves, each of shape (n_j...).
+    - **log_density** - scalar ``f(x)``.
+    - **local** - tuple, per leaf the gradient (n_j...) or table (n_j..., S_j).
+    """
+
+    x: tuple[Array, ...]
+    log_density: Array
+    local: tuple[Array, ...]
+
+
+class StepInfo(NamedTuple):
+    """What an MH decision reports; all scalar arrays.
+
+    - **accept_prob** - ``min(1, exp(log A))`` of the proposal (for an unadjusted move: the
+      MH acceptance it would have had).
+    - **accepted** - whether the chain moved: the proposal was accepted *and* differs from the
+      current state (accepting a copy of the current state is not a move).
+    - **hamming_distance** - number of coordinates the proposal changes.
+    """
+
+    accept_prob: Array
+    accepted: Array
+    hamming_distance: Array
+
+
+class Sites(NamedTuple):
+    """What a step needs to know about the sampled sites (leaves), fixed at setup.
+
+    - **names** - site names, for messages.
+    - **domains** - one :class:`~discrete_kernels.Domain` per leaf.
+    - **is_table** - per leaf, whether its local information is a table of exact local
+      differences (categorical and exact sites) rather than a gradient.
+    - **preconditioner** - per-leaf multipliers of the step size (arrays or None), or None.
+    """
+
+    names: tuple
+    domains: tuple[Domain, ...]
+    is_table: tuple[bool, ...]
+    preconditioner: tuple | None = None
+
+    @classmethod
+    def from_leaves(cls, leaves: Sequence[Any], preconditioner: tuple | None = None) -> Sites:
+        """From the adapter's per-leaf records (anything with ``name``, ``domain`` and
+        ``is_table``, such as :class:`discrete_kernels.sites.LeafSpec`)."""
+        return cls(
+            tuple(s.name for s in leaves),
+            tuple(s.domain for s in leaves),
+            tuple(s.is_table for s in leaves),
+            preconditioner,
+        )
+
+
+class NoiseShapes(NamedTuple):
+    """The noise of one step: uniforms of these shapes (one array per entry), one MH uniform,
+    ``num_normals`` standard normals and a random permutation of ``range(permutation)``
+    (0: none of them)."""
+
+    uniforms: tuple[tuple[int, ...], ...]
+    num_normals: int = 0
+    permutation: int = 0
+
+
+class StepNoise(NamedTuple):
+    """The noise of one step, drawn by the adapter in the shapes of :class:`NoiseShapes`."""
+
+    uniforms: tuple[Array, ...]
+    accept_uniform: Array
+    normals: Array | None = None
+    permutation: Array | None = None
+
+
+class StepParameters(NamedTuple):
+    """Parameters of one proposal: its step size and balance (the AB paper's ``sigma`` and
+    ``alpha``), and whether the move is MH corrected (False only for DULA and ACS's burn-in)."""
+
+    step_size: Array
+    balance: Array
+    metropolis: Array | bool = True
+
+
+Cond = Callable[[Any, Callable, Callable, Any], Any]
+Loop = Callable[[int, Callable, Any], Any]
+
+
+def _python_cond(predicate: Any, true_fn: Callable, false_fn: Callable, operand: Any) -> Any:
+    return true_fn(operand) if bool(predicate) else false_fn(operand)
+
+
+class ControlFlow(NamedTuple):
+    """The adapter's branch and loop: ``cond(pred, true_fn, false_fn, operand)`` and
+    ``loop(num, body, carry)`` (``jax.lax.cond``/``fori_loop`` under jit, Python otherwise).
+
+    ``step``: the draw's index as a Python int where the adapter knows it on the host (Python
+    control); warmup branches then decide on it instead of on the index array, which on a GPU
+    would wait for the device at every step."""
+
+    cond: Cond = _python_cond
+    loop: Loop = python_loop
+    step: int | None = None
+
+
+PYTHON_CONTROL = ControlFlow()
+
+
+# ------------------------------------------------------------------------------------------
+# the MH finish
+
+
+def mh_log_ratio(
+    log_density_x: Array,
+    log_density_y: Array,
+    log_q_forward: Array,
+    log_q_reverse: Array,
+) -> Array:
+    """``log A = f(y) - f(x) + log q(x | y) - log q(y | x)``, or ``-inf`` when unusable.
+
+    A proposal whose log density is not finite (NaN, ``+inf`` or ``-inf``), whose forward
+    probability is zero or NaN (drawn from a table with no usable entry) or whose ratio is
+    NaN gets ``-inf``: it is rejected and never enters the chain. (The kernels refuse start
+    values of zero probability at setup, so ``f(x)`` is finite.) Scalar arrays in and out.
+    """
+    xp = array_namespace(log_density_y)
+    log_ratio = log_density_y - log_density_x + log_q_reverse - log_q_forward
+    # v - v is 0 for a finite v and NaN otherwise: adding it for f(y) and log q(y | x) leaves a
+    # usable ratio unchanged (+0 is exact) and makes an unusable one NaN, in fewer operations
+    # than isfinite (three eager torch operations each, at one chain a GPU launch each)
+    log_ratio = log_ratio + (log_density_y - log_density_y) + (log_q_forward - log_q_forward)
+    return xp.where(xp.isnan(log_ratio), xp.full_like(log_ratio, -xp.inf), log_ratio)
+
+
+def accept_probability(log_ratio: Array) -> Array:
+    """``min(1, exp(log A))``, elementwise; 0 for ``log A = -inf``."""
+    xp = array_namespace(log_ratio)
+    return xp.exp(xp.minimum(log_ratio, xp.zeros_like(log_ratio)))
+
+
+def metropolis_accept(log_ratio: Array, uniform: Array) -> Array:
+    """Accept when ``log u < log A`` for ``u`` uniform in [0, 1); never for ``log A = -inf``."""
+    xp = array_namespace(log_ratio)
+    return (xp.log(uniform) < log_ratio) & (log_ratio > -xp.inf)
+
+
+def hamming_distance(xs: Sequence[Array], ys: Sequence[Array], like: Array) -> Array:
+    """Number of coordinates that differ between two tuples of leaves (scalar, in ``like``'s
+    dtype and on its device)."""
+    xp = array_namespace(like)
+    total = xp.zeros_like(like)
+    for x, y in zip(xs, ys):
+        total = total + xp.sum(xp.astype(x != y, total.dtype))
+    return total
+
+
+def _select(accept: Array, new: ChainState, old: ChainState) -> ChainState:
+    xp = array_namespace(new.log_density)
+    pick = lambda a, b: xp.where(accept, a, b)  # noqa: E731
+    return ChainState(
+        tuple(pick(a, b) for a, b in zip(new.x, old.x)),
+        pick(new.log_density, old.log_density),
+        tuple(pick(a, b) for a, b in zip(new.local, old.local)),
+    )
+
+
+def mh_finish(
+    state: ChainState,
+    proposal: ChainState,
+    log_q_forward: Array,
+    log_q_reverse: Array,
+    accept_uniform: Array,
+    metropolis: bool | Array,
+) -> tuple[ChainState, StepInfo]:
+    """MH decision between ``state`` and ``proposal`` from the two proposal log densities;
+    ``metropolis=False`` moves unless the proposal's log density or locals are unusable (an
+    array when decided at run time, as in ACS's burn-in)."""
+    xp = array_namespace(state.log_density)
+    log_ratio = mh_log_ratio(state.log_density, proposal.log_density, log_q_forward, log_q_reverse)
+    usable = log_ratio > -xp.inf
+    if isinstance(metropolis, bool):
+        accept = metropolis_accept(log_ratio, accept_uniform) if metropolis else usable
+    else:
+        accept = xp.where(metropolis, metropolis_accept(log_ratio, accept_uniform), usable)
+    distance = hamming_distance(state.x, proposal.x, state.log_density)
+    info = StepInfo(accept_probability(log_ratio), accept & (distance > 0), distance)
+    return _select(accept, proposal, state), info
+
+
+Logits = list
+"""Per leaf, whatever a proposal's sampler and density need (logits of its candidates)."""
+
+
+def propose(
+    state: ChainState,
+    local_fn: LocalFn,
+    logits_at: Callable[[ChainState, ChainState | None], Logits],
+    sample: Callable[[ChainState, Logits], tuple[tuple[Array, ...], Array]],
+    log_prob: Callable[[tuple, tuple, Logits], Array],
+) -> tuple[ChainState, Array, Array]:
+    """The skeleton of every gradient-informed proposal: ``(proposal, log q(y|x), log q(x|y))``.
+
+    ``logits_at(chain, origin)`` gives a side's logits (``origin`` is None for the forward
+    side, the current state for the reverse one), ``sample(state, logits) -> (ys, log
+    q(y|x))`` draws the proposed leaves and ``log_prob(xs, ys, logits)`` is ``log q(ys | xs)``
+    under logits taken at ``xs``. The proposal is evaluated once (``local_fn``), and its cached
+    log density and locals give the reverse side.
+    """
+    forward = logits_at(state, None)
+    ys, log_q_forward = sample(state, forward)
+    f_y, local_y = local_fn(ys)
+    proposal = ChainState(ys, f_y, tuple(local_y))
+    log_q_reverse = log_prob(ys, state.x, logits_at(proposal, state))
+    return proposal, log_q_forward, log_q_reverse
+
+
+# ------------------------------------------------------------------------------------------
+# the spec
+
+
+def _format(value: Any, spec: str) -> str:
+    return format(float(value), spec)
+
+
+class Sampler:
+    """Base of the samplers' specs; subclasses are frozen dataclasses whose fields are the
+    kernel's options (validated in ``__post_init__``) and implement :meth:`noise_shapes`,
+    :meth:`adapt_init`, :meth:`parameters` and :meth:`step`.
+
+    Class attributes:
+
+    - **name** - the kernel's name, for messages.
+    - **statistics** - the fields of the step's info recorded per draw (state fields in
+      NumPyro, Pyro's records); **reported** - those NumPyro collects by default.
+    - **progress** - ``(label, field, format)`` of the progress bar's text.
+    - **site_options** - which of the drivers' site options (``exact_sites``,
+      ``preconditioner``; :class:`discrete_kernels.sites.SiteOptions`) the kernel takes.
+    - **uses_locals** - whether the step reads the leaves' local information (False: the
+      drivers' ``local_fn`` returns the log density only, ``(f, ())``).
+    """
+
+    name: ClassVar[str] = "sampler"
+    statistics: ClassVar[tuple[str, ...]] = StepInfo._fields
+    reported: ClassVar[tuple[str, ...]] = StepInfo._fields
+    progress: ClassVar[tuple[tuple[str, str, str], ...]] = (("acc. prob", "accept_prob", ".2f"),)
+    site_options: ClassVar[tuple[str, ...]] = ("exact_sites",)
+    uses_locals: ClassVar[bool] = True
+
+    @property
+    def auto_exact(self) -> bool:
+        """Whether ``exact_sites="auto"`` may switch badly estimated sites to exact
+        differences (a sampler that needs every gradient says False)."""
+        return "exact_sites" in self.site_options
+
+    def check_sites(self, sites: Sites, flat_dim: int) -> None:
+        """Refuse sites this sampler cannot handle (setup, outside compiled code)."""
+
+    def check_warmup(self, num_warmup: int, option: str) -> None:
+        """Refuse or warn about a warmup this sampler cannot use (``option``: how the PPL
+        names the warmup length)."""
+
+    def noise_shapes(self, sites: Sites, leaf_shapes: Sequence[tuple[int, ...]]) -> NoiseShapes:
+        raise NotImplementedError
+
+    def init(self, x: tuple, local_fn: LocalFn) -> ChainState:
+        """The chain at leaves ``x`` with its log density and locals."""
+        f, local = local_fn(x)
+        return ChainState(tuple(x), f, tuple(local))
+
+    def adapt_init(
+        self, like: Array, num_warmup: int, sites: Sites, flat_dim: int, control: ControlFlow
+    ) -> Any:
+        """The adaptation state before the first draw (``like``: a float scalar of the backend,
+        dtype and device to use), before the phases' ``init``."""
+        raise NotImplementedError
+
+    def phases(self, num_warmup: int, control: ControlFlow) -> tuple:
+        """The adaptation as :class:`~discrete_kernels.warmup.Phase` objects over step ranges
+        (none: the parameters stay as :meth:`adapt_init` set them)."""
+        return ()
+
+    def parameters(self, adapt_state: Any) -> StepParameters:
+        """The parameters of the next draw."""
+        raise NotImplementedError
+
+    def step(
+        self,
+        chain: ChainState,
+        noise: StepNoise,
+        params: StepParameters,
+        adapt_state: Any,
+        sites: Sites,
+        local_fn: LocalFn,
+    ) -> tuple[ChainState, Any]:
+        """One transition: the next chain and the step's info (its :attr:`statistics` and
+        whatever the phases read)."""
+        raise NotImplementedError
+
+    def initial_info(self, params: StepParameters, adapt_state: Any, like: Array) -> dict:
+        """The statistics of the initial state (no draw yet): zeros, no move, and the
+        parameters of the first draw (a sampler with other statistics adds them)."""
+        xp = array_namespace(like)
+        zero = xp.zeros_like(like)
+        values = {
+            "accept_prob": zero,
+            "accepted": xp.zeros_like(like, dtype=xp.bool),
+            "hamming_distance": zero,
+            "step_size": xp.asarray(params.step_size, dtype=like.dtype) + zero,
+            "balance": xp.asarray(params.balance, dtype=like.dtype) + zero,
+        }
+        return {name: values[name] for name in self.statistics if name in values}
+
+    def adapt_final(self, adapt_state: Any) -> dict:
+        """What the warmup settled on (read it after warmup), as a dict of arrays."""
+        return {"step_size": self.parameters(adapt_state).step_size}
+
+    def progress_text(self, stats: dict) -> str:
+        """The progress bar's text from the last draw's statistics."""
+        return ", ".join(f"{label} {_format(stats[f], fmt)}" for label, f, fmt in self.progress)
+
+    # -- the EBM trainers' hooks (:mod:`discrete_kernels.ebm`)
+
+    def pcd_schedule(self) -> Any:
+        """How PCD runs this sampler: None to step it at its own (unadapted) parameters, or a
+        schedule object of the training iteration (ACS's App. B schedule)."""
+        return None
+
+    def check_coupling(self, kernel_hint: str) -> None:
+        """Refuse to serve as UCD's coupling unless the sampler can couple two chains exactly
+        (``kernel_hint``: how the trainer's PPL spells a kernel that can)."""
+        raise ValueError(
+            f"UCD: coupling must be BlockGibbs() (RBM) or a DMALA kernel ({kernel_hint}("
+            f"step_size=...)), got {self.name}: the estimator needs one fixed kernel that "
+            "leaves the model invariant (no DULA, no cyclical or tuned step sizes)."
+        )
+
+    def coupled_step(
+        self,
+        xi: ChainState,
+        eta: ChainState,
+        noise: StepNoise,
+        params: StepParameters,
+        adapt_state: Any,
+        sites: Sites,
+        local_fn: LocalFn,
+    ) -> tuple[ChainState, ChainState, Any, Any]:
+        """One step of two coupled chains on common noise (UCD)."""
+        raise NotImplementedError(f"{self.name} has no coupled step.")
+
+
+# ------------------------------------------------------------------------------------------
+# options
+
+
+def option_names(sampler: Any) -> tuple[str, ...]:
+    """The sampler's own options: its dataclass fields set by the user."""
+    return tuple(f.name for f in dataclasses.fields(sampler) if f.init)
+
+
+def split_options(sampler: Any, options: dict) -> tuple[dict, dict]:
+    """``(sampler options, site options)`` from a kernel's keyword arguments, refusing names
+    the kernel does not take (``TypeError`` listing the ones it does)."""
+    own = option_names(sampler)
+    site_options = getattr(sampler, "site_options", ())
+    site = {k: v for k, v in options.items() if k in site_options}
+    unknown = sorted(set(options) - set(own) - set(site))
+    if unknown:
+        allowed = ", ".join([*own, *site_options])
+        raise TypeError(f"{sampler.name}: unknown option(s) {unknown}; its options are {allowed}.")
+    return {k: v for k, v in options.items() if k in own}, site
+
+
+def kernel_signature(sampler: Any, domain: bool = True) -> inspect.Signature:
+    """The keyword signature of a kernel class: ``model``, then ``potential_fn`` (and
+    ``domain``), the sampler's options and its site options, with their defaults (for
+    ``help`` and ``inspect``)."""
+    from .sites import SiteOptions  # sites.py builds on this module
+
+    site_defaults = {f.name: f.default for f in dataclasses.fields(SiteOptions)}
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None),
+        inspect.Parameter("potential_fn", keyword, default=None),
+    ]
+    if domain:
+        params.append(inspect.Parameter("domain", keyword, default=None))
+    for f in dataclasses.fields(sampler):
+        if f.init:
+            params.append(inspect.Parameter(f.name, keyword, default=f.default))
+    for name in getattr(sampler, "site_options", ()):
+        params.append(inspect.Parameter(name, keyword, default=site_defaults[name]))
+    return inspect.Signature(params)
+
+
+def bind_sampler(kernel_class: type, sampler: type[Sampler]) -> None:
+    """Make ``kernel_class`` (a PPL driver's subclass) the kernel of ``sampler``: it records
+    the sampler, takes its keyword signature and appends its docstring."""
+    kernel_class.sampler = sampler  # type: ignore[attr-defined]
+    kernel_class.__signature__ = kernel_signature(sampler)  # type: ignore[attr-defined]
+    if sampler.__doc__:
+        kernel_class.__doc__ = (kernel_class.__doc__ or "").rstrip() + "\n\n" + sampler.__doc__

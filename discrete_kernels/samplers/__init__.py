@@ -1,0 +1,18 @@
+"""One module per sampler family: its proposal and step as pure functions, its spec (a frozen
+dataclass of the kernel's options, defaults written once there), its statistics and its warmup
+phases.
+
+- :mod:`~discrete_kernels.samplers.dlp` - DMALA and DULA (discrete Langevin proposal);
+- :mod:`~discrete_kernels.samplers.gwg` - Gibbs with gradients;
+- :mod:`~discrete_kernels.samplers.ab` - any-scale balanced samplers (with
+  :mod:`~discrete_kernels.samplers.ab_linalg` and :mod:`~discrete_kernels.samplers.ab_tuner`);
+- :mod:`~discrete_kernels.samplers.acs` - automatic cyclical scheduling (with
+  :mod:`~discrete_kernels.samplers.acs_schedule`);
+- :mod:`~discrete_kernels.samplers.gibbs` - single-site Gibbs;
+- :mod:`~discrete_kernels.samplers.esh` - ESH for continuous sites (with
+  :mod:`~discrete_kernels.samplers.esh_dynamics`).
+"""
+
+from . import ab, acs, dlp, esh, gibbs, gwg
+
+__all__ = ["ab", "acs", "dlp", "esh", "gibbs", "gwg"]

@@ -1,0 +1,489 @@
+"""The discrete Langevin proposal (Zhang, Liu and Liu, ICML 2022): DMALA and DULA.
+
+Every coordinate of every leaf is proposed in parallel from
+``q_i(v) ∝ exp(balance * delta[i, v] - dist2(x_i, v) / (2 * step_size))`` (Eq. 3 with the
+locally balanced weight ``balance = 1/2``, the reference code's "temperature 2"), with
+``delta`` the local differences of :mod:`discrete_kernels.local`. DMALA corrects the move by
+MH with the reverse proposal evaluated at the proposal; DULA moves without. One
+``value_and_grad`` per step: the current log density and locals are cached in the chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, NamedTuple
+
+from array_api_compat import device as _device
+
+from .._xp import (
+    Array,
+    array_namespace,
+    categorical_from_uniform,
+    log_sigmoid,
+    log_softmax,
+    masked_sum,
+    sigmoid,
+)
+from ..domains import Binary, Domain, domain_step_scale
+from ..kernel import (
+    ChainState,
+    ControlFlow,
+    LocalFn,
+    NoiseShapes,
+    Sampler,
+    Sites,
+    StepInfo,
+    StepNoise,
+    StepParameters,
+    mh_finish,
+    propose,
+)
+from ..local import (
+    as_float,
+    current_mask,
+    finite_local,
+    local_delta,
+    mask_invalid,
+    squared_distance,
+)
+from ..validation import check_bool, check_number
+from ..warmup import (
+    DualAveragingState,
+    Phase,
+    StepSizeAdaptation,
+    dlp_step_size_bounds,
+    dual_averaging_init,
+    dual_averaging_phase,
+)
+
+__all__ = [
+    "DLPInfo",
+    "DLPSampler",
+    "DMALA",
+    "DULA",
+    "StepSizeState",
+    "coupled_step",
+    "dlp_leaf_log_prob",
+    "dlp_leaf_logits",
+    "dlp_leaf_sample",
+    "dlp_noise_shapes",
+    "dlp_propose",
+    "dlp_step",
+    "synchronised_noise",
+]
+
+
+def dlp_leaf_logits(
+    domain: Domain,
+    x: Array,
+    local: Array,
+    is_table: bool,
+    step_size: Array | float,
+    balance: Array | float = 0.5,
+    preconditioner: Array | float = 1.0,
+) -> Array:
+    """Logits of the DLP for one leaf.
+
+    ``logit[i, v] = balance * delta[i, v] - dist2(x_i, v) / (2 * step_size * preconditioner_i)``.
+    For a ``Binary`` leaf the closed form is returned instead: the flip logit of each
+    coordinate, ``balance * delta_flip - 1 / (2 * step_size * preconditioner)``, so that the
+    flip probability is ``sigmoid(logit)``.
+
+    Parameters
+    ----------
+    domain : Domain
+    x : array, shape (n...)
+    local : array, shape (n...) or (n..., S)
+    is_table : bool
+    step_size : float or scalar array
+        ``alpha`` > 0, on the leaf's own value scale.
+    balance : float or scalar array
+        ``beta``; 1/2 gives the locally balanced DLP of DULA/DMALA.
+    preconditioner : float or array broadcastable to (n...)
+        Per-coordinate multiplier of the step size (App. H of the DLP paper).
+
+    Returns
+    -------
+    array, shape (n...) for ``Binary``, (n..., S) otherwise.
+    """
+    xp = array_namespace(local)
+    local = finite_local(local, is_table)
+    scale = step_size * preconditioner
+    if isinstance(domain, Binary):
+        xf = as_float(x, local)
+        if is_table:
+            at_current = current_mask(domain, x, local)
+            delta_flip = masked_sum(~at_current, local) - masked_sum(at_current, local)
+        else:
+            delta_flip = local * (1.0 - 2.0 * xf)
+        return balance * delta_flip - 1.0 / (2.0 * scale)
+    delta = local_delta(domain, x, local, is_table)
+    dist2 = squared_distance(domain, x, local)
+    scale = xp.asarray(scale, dtype=local.dtype, device=_device(local))
+    logits = balance * delta - dist2 / (2.0 * scale[..., None] if scale.ndim else 2.0 * scale)
+    return mask_invalid(domain, logits)
+
+
+def dlp_noise_shapes(
+    domains: Sequence[Domain], shapes: Sequence[tuple[int, ...]]
+) -> tuple[tuple[int, ...], ...]:
+    """Shapes of the proposal uniforms a DLP step takes: one per coordinate of each leaf,
+    whatever the domain."""
+    return tuple(tuple(shape) for shape in shapes)
+
+
+def dlp_leaf_sample(domain: Domain, x: Array, logits: Array, uniform: Array) -> Array:
+    """Draw the proposed leaf from its DLP logits.
+
+    Parameters
+    ----------
+    domain : Domain
+    x : array, shape (n...)
+    logits : array, from :func:`dlp_leaf_logits`
+    uniform : array, shape (n...)
+        Uniforms in [0, 1), one per coordinate.
+
+    Returns
+    -------
+    array, shape (n...), dtype of ``x``
+    """
+    xp = array_namespace(logits)
+    if isinstance(domain, Binary):
+        # P(u < sigmoid(l)) = sigmoid(l); no log of u, and exp(-|l|) is shared with the
+        # log_sigmoid of dlp_leaf_log_prob under jit
+        flip = uniform < sigmoid(logits)
+        return xp.where(flip, 1 - x, x)
+    index = categorical_from_uniform(logits, uniform)
+    return xp.astype(index + domain.low, x.dtype)
+
+
+def dlp_leaf_log_prob(domain: Domain, x: Array, y: Array, logits: Array) -> Array:
+    """``log q(y | x)`` of a DLP for one leaf, summed over its coordinates.
+
+    Parameters
+    ----------
+    domain : Domain
+    x, y : array, shape (n...)
+        Current and proposed values.
+    logits : array
+        :func:`dlp_leaf_logits` evaluated at ``x``.
+
+    Returns
+    -------
+    scalar array
+    """
+    xp = array_namespace(logits)
+    if isinstance(domain, Binary):
+        # log sigmoid(-l) = log sigmoid(l) - l: one transcendental pass, shared with sampling
+        log_flip = log_sigmoid(logits)
+        return xp.sum(xp.where(y != x, log_flip, log_flip - logits))
+    chosen = current_mask(domain, y, logits)
+    return xp.sum(masked_sum(chosen, log_softmax(logits)))
+
+
+def _per_leaf(value: Any, n: int, default: float) -> tuple:
+    if value is None:
+        return (default,) * n
+    if isinstance(value, (tuple, list)):
+        return tuple(default if v is None else v for v in value)
+    return (value,) * n
+
+
+def dlp_propose(
+    state: ChainState,
+    proposal_uniforms: Sequence[Array],
+    *,
+    local_fn: LocalFn,
+    domains: Sequence[Domain],
+    is_table: Sequence[bool],
+    step_size: Array | float,
+    balance: Array | float = 0.5,
+    preconditioner: Sequence[Array | float | None] | None = None,
+) -> tuple[ChainState, Array, Array]:
+    """Draw a DLP proposal and evaluate it: ``(proposal, log q(y|x), log q(x|y))``.
+
+    Arguments as in :func:`dlp_step`; the proposal carries ``f`` and locals at ``y``.
+    """
+    scales = _per_leaf(preconditioner, len(domains), 1.0)
+
+    def logits_at(chain: ChainState, origin: ChainState | None) -> list:
+        return [
+            dlp_leaf_logits(d, x, loc, t, step_size, balance, p)
+            for d, x, loc, t, p in zip(domains, chain.x, chain.local, is_table, scales)
+        ]
+
+    def sample(chain: ChainState, logits: list) -> tuple[tuple, Array]:
+        ys = tuple(
+            dlp_leaf_sample(d, x, lg, u)
+            for d, x, lg, u in zip(domains, chain.x, logits, proposal_uniforms)
+        )
+        return ys, log_prob(chain.x, ys, logits)
+
+    def log_prob(xs: Sequence[Array], ys: Sequence[Array], logits: list) -> Array:
+        return sum(dlp_leaf_log_prob(d, x, y, lg) for d, x, y, lg in zip(domains, xs, ys, logits))
+
+    return propose(state, local_fn, logits_at, sample, log_prob)
+
+
+def dlp_step(
+    state: ChainState,
+    proposal_uniforms: Sequence[Array],
+    accept_uniform: Array,
+    *,
+    local_fn: LocalFn,
+    domains: Sequence[Domain],
+    is_table: Sequence[bool],
+    step_size: Array | float,
+    balance: Array | float = 0.5,
+    preconditioner: Sequence[Array | float | None] | None = None,
+    metropolis: bool | Array = True,
+) -> tuple[ChainState, StepInfo]:
+    """One DMALA (``metropolis=True``) or DULA (``metropolis=False``) transition.
+
+    Parameters
+    ----------
+    state : ChainState
+    proposal_uniforms : per leaf, uniforms in [0, 1) of shape :func:`dlp_noise_shapes`
+    accept_uniform : scalar uniform in [0, 1)
+    local_fn : callable
+        ``leaves -> (f, locals)``.
+    domains, is_table : per leaf
+    step_size : scalar
+        ``alpha`` > 0.
+    balance : scalar
+        ``beta``; 1/2 for DULA/DMALA.
+    preconditioner : per leaf, None or an array broadcastable to the leaf
+    metropolis : bool or boolean scalar array
+        Whether to apply the MH correction (an array when decided at run time).
+
+    Returns
+    -------
+    (ChainState, StepInfo)
+    """
+    proposal, log_q_forward, log_q_reverse = dlp_propose(
+        state,
+        proposal_uniforms,
+        local_fn=local_fn,
+        domains=domains,
+        is_table=is_table,
+        step_size=step_size,
+        balance=balance,
+        preconditioner=preconditioner,
+    )
+    return mh_finish(state, proposal, log_q_forward, log_q_reverse, accept_uniform, metropolis)
+
+
+# ------------------------------------------------------------------------------------------
+# coupled chains (UCD with gradient proposals)
+
+
+def synchronised_noise(noise: StepNoise, chain: ChainState, sites: Sites) -> StepNoise:
+    """``chain``'s half of the common noise of a coupled DLP step.
+
+    A DLP proposal factorises over coordinates. A Binary leaf flips coordinate ``i`` when
+    ``u_i < sigmoid(logit_i)``; written as a draw of the *new value*, ``y_i = 1`` iff
+    ``u'_i < P(y_i = 1 | x)``, with ``u'_i = u_i`` where ``x_i = 0`` and ``1 - u_i`` where
+    ``x_i = 1`` (still uniform). Two chains sharing ``u`` this way propose the same value with
+    probability ``1 - |P_xi(y_i = 1) - P_eta(y_i = 1)|``: a maximal coupling of each
+    coordinate. Other domains already draw the new value by inverse CDF from ``u_i`` (a common
+    uniform coupling: valid, not maximal in general). The MH uniform is shared as is.
+    """
+    uniforms = []
+    for domain, x, u in zip(sites.domains, chain.x, noise.uniforms):
+        if isinstance(domain, Binary):
+            xp = array_namespace(u)
+            u = xp.where(x == 1, 1.0 - u, u)
+        uniforms.append(u)
+    return noise._replace(uniforms=tuple(uniforms))
+
+
+def coupled_step(
+    sampler: Sampler,
+    xi: ChainState,
+    eta: ChainState,
+    noise: StepNoise,
+    params: StepParameters,
+    adapt_state: Any,
+    sites: Sites,
+    local_fn: LocalFn,
+) -> tuple[ChainState, ChainState, Any, Any]:
+    """One step of two coupled chains of a DLP sampler on common noise
+    (:func:`synchronised_noise`); each chain is marginally an exact step of ``sampler``, and two
+    chains in the same state stay together. Returns ``(xi_next, eta_next, info_xi,
+    info_eta)``."""
+    xi, info_xi = sampler.step(
+        xi, synchronised_noise(noise, xi, sites), params, adapt_state, sites, local_fn
+    )
+    eta, info_eta = sampler.step(
+        eta, synchronised_noise(noise, eta, sites), params, adapt_state, sites, local_fn
+    )
+    return xi, eta, info_xi, info_eta
+
+
+# ------------------------------------------------------------------------------------------
+# the samplers
+
+
+class DLPInfo(NamedTuple):
+    """Statistics of one DLP draw: :class:`~discrete_kernels.StepInfo` and the **step_size**
+    and **balance** of its proposal."""
+
+    accept_prob: Array
+    accepted: Array
+    hamming_distance: Array
+    step_size: Array
+    balance: Array
+
+
+class StepSizeState(NamedTuple):
+    """Adaptation state of the DLP samplers and GWG: the **step_size** of the next draw,
+    **dual_averaging** of its log, and **max_step_size**, the upper end of the adapted range
+    (:func:`discrete_kernels.warmup.dlp_step_size_bounds`)."""
+
+    step_size: Array
+    dual_averaging: DualAveragingState
+    max_step_size: Array
+
+
+class DLPSampler(Sampler):
+    """The DLP step for any sampler whose adaptation state gives its parameters (DMALA, DULA,
+    ACS, and samplers that add a schedule of ``(step_size, balance)``)."""
+
+    statistics: ClassVar[tuple[str, ...]] = DLPInfo._fields
+    reported: ClassVar[tuple[str, ...]] = (
+        "accept_prob",
+        "accepted",
+        "step_size",
+        "hamming_distance",
+    )
+    progress: ClassVar[tuple[tuple[str, str, str], ...]] = (
+        ("acc. prob", "accept_prob", ".2f"),
+        ("step size", "step_size", ".3g"),
+    )
+
+    def noise_shapes(self, sites: Sites, leaf_shapes: Sequence[tuple[int, ...]]) -> NoiseShapes:
+        return NoiseShapes(dlp_noise_shapes(sites.domains, leaf_shapes))
+
+    def step(self, chain, noise, params, adapt_state, sites, local_fn):
+        chain, info = dlp_step(
+            chain,
+            noise.uniforms,
+            noise.accept_uniform,
+            local_fn=local_fn,
+            domains=sites.domains,
+            is_table=sites.is_table,
+            step_size=params.step_size,
+            balance=params.balance,
+            preconditioner=sites.preconditioner,
+            metropolis=params.metropolis,
+        )
+        return chain, DLPInfo(*info, params.step_size, params.balance)
+
+    def log_proposal(self, chain: ChainState, ys: tuple, params: StepParameters, sites: Sites):
+        """``log q(ys | chain)`` of the proposal with these parameters (for exact tests)."""
+        scales = _per_leaf(sites.preconditioner, len(sites.domains), 1.0)
+        return sum(
+            dlp_leaf_log_prob(
+                d, x, y, dlp_leaf_logits(d, x, loc, t, params.step_size, params.balance, p)
+            )
+            for d, x, y, loc, t, p in zip(
+                sites.domains, chain.x, ys, chain.local, sites.is_table, scales
+            )
+        )
+
+
+def step_size_state(like: Array, step_size: float, sites: Sites) -> StepSizeState:
+    """The step-size state at ``step_size``, in ``like``'s dtype and device, with the range of
+    the sites' domains."""
+    xp = array_namespace(like)
+    step = xp.full_like(like, step_size)
+    high = xp.full_like(like, dlp_step_size_bounds(domain_step_scale(sites.domains))[1])
+    return StepSizeState(step, dual_averaging_init(step), high)
+
+
+def step_size_phase(num_warmup: int, target_accept_prob: float) -> Phase:
+    """Dual averaging of the step size over the whole warmup towards ``target_accept_prob``,
+    within :func:`~discrete_kernels.warmup.dlp_step_size_bounds`."""
+    low = dlp_step_size_bounds(0.0)[0]
+    return dual_averaging_phase(
+        0,
+        num_warmup,
+        StepSizeAdaptation(target_accept_prob=target_accept_prob),
+        lambda state, feedback: feedback.info.accept_prob,
+        lambda state: (low, state.max_step_size),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class DMALA(DLPSampler):
+    """Discrete Metropolis-adjusted Langevin algorithm (Zhang et al., 2022).
+
+    Every coordinate is proposed in parallel from the discrete Langevin proposal
+    ``q_i(v) ∝ exp(g_i (v - x_i) / 2 - (v - x_i)^2 / (2 alpha))`` and the move is MH
+    corrected, so the chain targets the model's posterior exactly. One ``value_and_grad`` per
+    step (the current one is cached).
+
+    Parameters
+    ----------
+    step_size : float
+        ``alpha`` > 0, measured on the values' own scale (one Bernoulli flip has squared
+        distance 1).
+    adapt_step_size : bool
+        Dual averaging of ``alpha`` during warmup towards ``target_accept_prob``.
+    target_accept_prob : float
+        Target of the adaptation, in (0, 1).
+    """
+
+    step_size: float = 0.5
+    adapt_step_size: bool = True
+    target_accept_prob: float = 0.574
+    metropolis: ClassVar[bool] = True
+    name: ClassVar[str] = "DMALA"
+    site_options: ClassVar[tuple[str, ...]] = ("exact_sites", "preconditioner")
+    rule: StepSizeAdaptation = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        name = self.name
+        object.__setattr__(self, "step_size", check_number(name, "step_size", self.step_size))
+        adapt = check_bool(name, "adapt_step_size", self.adapt_step_size)
+        object.__setattr__(self, "adapt_step_size", adapt)
+        target = check_number(name, "target_accept_prob", self.target_accept_prob, high=1.0)
+        object.__setattr__(self, "target_accept_prob", target)
+        object.__setattr__(self, "rule", StepSizeAdaptation(target_accept_prob=target))
+
+    def adapt_init(self, like, num_warmup, sites, flat_dim, control: ControlFlow) -> StepSizeState:
+        return step_size_state(like, self.step_size, sites)
+
+    def phases(self, num_warmup: int, control: ControlFlow) -> tuple[Phase, ...]:
+        if not (self.adapt_step_size and num_warmup > 0):
+            return ()
+        return (step_size_phase(num_warmup, self.target_accept_prob),)
+
+    def parameters(self, adapt_state: StepSizeState) -> StepParameters:
+        xp = array_namespace(adapt_state.step_size)
+        half = xp.full_like(adapt_state.step_size, 0.5)
+        return StepParameters(adapt_state.step_size, half, self.metropolis)
+
+    def check_coupling(self, kernel_hint: str) -> None:
+        if not self.metropolis:
+            super().check_coupling(kernel_hint)
+
+    def coupled_step(self, xi, eta, noise, params, adapt_state, sites, local_fn):
+        return coupled_step(self, xi, eta, noise, params, adapt_state, sites, local_fn)
+
+
+@dataclass(frozen=True, eq=False)
+class DULA(DMALA):
+    """Discrete unadjusted Langevin algorithm: the DMALA proposal without the MH step.
+
+    Biased for any fixed step size (the bias vanishes as the step size shrinks); moves to a
+    proposal with a non-finite log density or gradient are still refused. ``accept_prob``
+    reports the MH acceptance the move would have had, a free diagnostic of the bias.
+    Step-size adaptation is off by default; when switched on it targets that diagnostic.
+    Options as :class:`DMALA`.
+    """
+
+    adapt_step_size: bool = False
+    metropolis: ClassVar[bool] = False
+    name: ClassVar[str] = "DULA"

@@ -1,0 +1,486 @@
+"""Site rules, written once for both adapters: which leaves a kernel samples, how each one's
+local information is computed (a gradient, or a table of exact single-coordinate changes),
+when a gradient is too wrong to use, the domain of an integer interval and the messages for
+bad sites.
+
+The adapters find a model's sites with their own PPL; the bookkeeping here is the same for
+both.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from array_api_compat import device as _device
+
+from ._xp import Array, array_namespace, log_softmax
+from .domains import MAX_NUM_VALUES, Domain, Ordinal
+from .local import local_delta
+from .validation import check_kernel_options, check_positive_array, check_site_names
+
+__all__ = [
+    "AUTO_EXACT_BUDGET",
+    "EXACT",
+    "FIRST_ORDER_NATS_LIMIT",
+    "FIRST_ORDER_TV_LIMIT",
+    "GRADIENT",
+    "ONE_HOT_GRADIENT",
+    "PRIOR_DRAWS",
+    "LeafSpec",
+    "SiteOptions",
+    "auto_exact_message",
+    "check_discrete_sites",
+    "check_leaf_size",
+    "check_preconditioners",
+    "first_order_error_at",
+    "first_order_is_badly_wrong",
+    "first_order_proposal_error",
+    "ordinal_from_bounds",
+    "single_site_substitutions",
+    "substitutions_at",
+    "switch_badly_estimated_sites",
+    "switch_index_sites",
+    "unsupported_site_error",
+    "unwrap_distribution",
+    "unwrap_support",
+]
+
+PRIOR_DRAWS = 1
+"""Prior draws of a block's sites at which ``exact_sites="auto"`` checks the gradient, besides
+the start (each costs one gradient and ``16 S`` log densities per site, at setup)."""
+
+# How a leaf's local information is computed:
+GRADIENT = "gradient"  # d f / d value of the relaxed f; local has the leaf's shape
+ONE_HOT_GRADIENT = "one_hot_gradient"  # d f / d one-hot value; a table
+EXACT = "exact"  # f at every single-site change; a table
+
+FIRST_ORDER_TV_LIMIT = 0.3
+"""Above this total variation the gradient's proposal is judged badly wrong for a site."""
+
+FIRST_ORDER_NATS_LIMIT = 5.0
+"""Above this median error (in nats) of a single-coordinate change the gradient's estimate is
+judged badly wrong: a joint move adds these errors in its MH ratio, and its acceptance falls
+like ``exp(-error)`` per changed coordinate."""
+
+AUTO_EXACT_BUDGET = 256
+"""At most this many log-density evaluations per step for a site switched to exact
+differences automatically (``N * S`` for ``N`` coordinates of ``S`` values)."""
+
+
+@dataclass(frozen=True, eq=False)
+class LeafSpec:
+    """Static description of one leaf: its name, domain and how its locals are evaluated."""
+
+    name: Any
+    domain: Domain
+    mode: str
+
+    @property
+    def is_table(self) -> bool:
+        return self.mode != GRADIENT
+
+
+def unwrap_distribution(fn: Any) -> Any:
+    """The base distribution under ``Independent``/``Expanded``/masked wrappers (both PPLs
+    name it ``base_dist``)."""
+    while hasattr(fn, "base_dist"):
+        fn = fn.base_dist
+    return fn
+
+
+def unwrap_support(support: Any) -> Any:
+    """The base constraint under ``independent`` constraints (``base_constraint`` in both
+    PPLs)."""
+    while hasattr(support, "base_constraint"):
+        support = support.base_constraint
+    return support
+
+
+def ordinal_from_bounds(name: str, lower: np.ndarray, upper: np.ndarray) -> Ordinal:
+    """The ordinal domain of an integer-interval site with (possibly per-coordinate) bounds."""
+    lower, upper = np.asarray(lower), np.asarray(upper)
+    low, high = int(lower.min()), int(upper.max())
+    if high <= low:
+        raise ValueError(f"Site '{name}' has a single value; nothing to sample.")
+    if high - low + 1 > MAX_NUM_VALUES:
+        raise ValueError(
+            f"Site '{name}' takes {high - low + 1} values ({low} .. {high}); these kernels build "
+            f"a table over all values of a coordinate and allow at most {MAX_NUM_VALUES}."
+        )
+    uniform = lower.min() == lower.max() and upper.min() == upper.max()
+    return Ordinal(
+        high - low + 1,
+        low,
+        lower=None if uniform else lower,
+        upper=None if uniform else upper,
+    )
+
+
+def check_leaf_size(name: Any, shape: Sequence[int]) -> None:
+    """Refuse a site with no coordinates (e.g. a plate of size 0): nothing to sample."""
+    if any(int(n) == 0 for n in shape):
+        raise ValueError(f"Site {name!r} has shape {tuple(shape)}: no coordinates to sample.")
+
+
+@dataclass(frozen=True)
+class SiteOptions:
+    """The options of a kernel that concern its sites rather than its sampler.
+
+    - **exact_sites** - ``"auto"`` (sites whose gradient misestimates the local differences
+      badly are switched to exact differences, with a warning) or a sequence of site names
+      evaluated exactly (``[]``: keep every gradient).
+    - **preconditioner** - per-site multipliers of the step size (DMALA and DULA; App. H of
+      the DLP paper): a dict ``{site: array}`` in model mode, a pytree like the start values in
+      potential mode.
+    """
+
+    exact_sites: Sequence[str] | str = "auto"
+    preconditioner: Any = None
+
+    @classmethod
+    def checked(cls, owner: str, options: Mapping[str, Any]) -> SiteOptions:
+        """The site options a kernel was given (the others at their defaults), checked once
+        (``owner``: the kernel's name, for messages)."""
+        out = cls(**options)
+        exact_sites_option(owner, out.exact_sites)
+        return out
+
+    @property
+    def auto_exact(self) -> bool:
+        """Whether ``exact_sites="auto"``."""
+        return isinstance(self.exact_sites, str)
+
+    @property
+    def exact_names(self) -> tuple:
+        """The sites named in ``exact_sites`` (none for ``"auto"``)."""
+        return () if isinstance(self.exact_sites, str) else tuple(self.exact_sites)
+
+
+def kernel_options(
+    sampler: type,
+    model: Any,
+    potential_fn: Any,
+    domain: Any,
+    options: Mapping[str, Any],
+    domain_hint: str,
+) -> tuple[Any, SiteOptions]:
+    """A kernel constructor's arguments checked once: ``(spec, site options)``.
+
+    ``sampler`` is the kernel's spec class; ``options`` its keyword arguments (the spec's
+    options and the site options, any other name a ``TypeError``); ``domain_hint`` says how
+    a pytree of domains is written in the calling PPL (for the error message).
+    """
+    from .kernel import split_options
+
+    check_kernel_options(sampler.name, model, potential_fn, domain, domain_hint)  # type: ignore[attr-defined]
+    own, site = split_options(sampler, dict(options))
+    return sampler(**own), SiteOptions.checked(sampler.name, site)  # type: ignore[attr-defined]
+
+
+def exact_sites_option(owner: str, exact_sites: Any) -> tuple[bool, tuple]:
+    """``(auto, names)`` from a kernel's ``exact_sites`` argument: ``"auto"`` or names."""
+    if isinstance(exact_sites, str):
+        if exact_sites == "auto":
+            return True, ()
+        raise ValueError(
+            f"{owner}: exact_sites must be 'auto' or a list of site names, got {exact_sites!r}."
+        )
+    return False, tuple(exact_sites)
+
+
+def first_order_is_badly_wrong(errors: tuple[float, float]) -> bool:
+    """Whether ``(total_variation, median_error)`` of a site calls for exact differences."""
+    tv, nats = errors
+    return tv > FIRST_ORDER_TV_LIMIT or nats > FIRST_ORDER_NATS_LIMIT
+
+
+def auto_exact_message(
+    owner: str, name: Any, errors: tuple[float, float], evaluations: int, switched: bool
+) -> str:
+    """What the kernel says when a site's first-order estimate is badly wrong."""
+    tv, nats = errors
+    found = (
+        f"{owner}: for site {name!r} the gradient's local differences are far from the exact "
+        f"ones (median error {nats:.3g} nats per change; total variation {tv:.2f} between the "
+        "proposals they imply; checked at the start and a prior draw)"
+    )
+    if switched:
+        return (
+            f"{found}. Sampling {name!r} with exact differences instead ({evaluations} "
+            "log-density evaluations per step); pass exact_sites=[] to keep the gradient."
+        )
+    return (
+        f"{found}, but exact differences would cost {evaluations} log-density evaluations "
+        f"per step, so the gradient is kept; the chain may mix slowly or freeze. Pass "
+        f"exact_sites=[{name!r}] to evaluate them exactly anyway."
+    )
+
+
+def switch_index_sites(
+    owner: str, specs: Sequence[LeafSpec], failing: Sequence[int], sizes: Sequence[int]
+) -> tuple[LeafSpec, ...]:
+    """``exact_sites="auto"``: gradient sites whose values the model uses as indices (so the
+    log density cannot be differentiated in them) switched to exact differences when that
+    costs at most ``AUTO_EXACT_BUDGET`` evaluations per step, with a warning each; the others
+    are left for the setup's error."""
+    out = list(specs)
+    for j in failing:
+        spec = specs[j]
+        evaluations = int(sizes[j]) * spec.domain.num_values
+        if evaluations > AUTO_EXACT_BUDGET:
+            continue
+        warnings.warn(
+            f"{owner}: the model uses site {spec.name!r} as an index (its log density has no "
+            f"gradient in that value); sampling it with exact differences ({evaluations} "
+            "log-density evaluations per step).",
+            stacklevel=5,
+        )
+        out[j] = LeafSpec(spec.name, spec.domain, EXACT)
+    return tuple(out)
+
+
+def switch_badly_estimated_sites(
+    owner: str,
+    specs: Sequence[LeafSpec],
+    errors_by_point: Sequence[Sequence[tuple[float, float] | None]],
+    sizes: Sequence[int],
+) -> tuple[LeafSpec, ...]:
+    """``exact_sites="auto"``: the leaf specs with badly estimated gradient sites switched to
+    exact differences, warning about each such site.
+
+    Parameters
+    ----------
+    owner : the kernel's name, for the warnings
+    specs : the leaves' specs
+    errors_by_point : per checked point, per leaf, ``(total_variation, median_error)`` from
+        :func:`first_order_error_at` (None for non-gradient leaves)
+    sizes : per leaf, its number of coordinates
+    """
+    out = list(specs)
+    for j, spec in enumerate(specs):
+        found: list[tuple[float, float]] = [
+            e for e in (point[j] for point in errors_by_point) if e is not None
+        ]
+        if spec.mode != GRADIENT or not found:
+            continue
+        worst = (max(e[0] for e in found), max(e[1] for e in found))
+        if not first_order_is_badly_wrong(worst):
+            continue
+        evaluations = int(sizes[j]) * spec.domain.num_values
+        switch = evaluations <= AUTO_EXACT_BUDGET
+        warnings.warn(
+            auto_exact_message(owner, spec.name, worst, evaluations, switch), stacklevel=5
+        )
+        if switch:
+            out[j] = LeafSpec(spec.name, spec.domain, EXACT)
+    return tuple(out)
+
+
+def unsupported_site_error(name: str, fn: Any, supported: str) -> ValueError:
+    return ValueError(
+        f"Site '{name}' has distribution {type(fn).__name__} with support {fn.support}, "
+        f"which these kernels cannot sample; supported: {supported}."
+    )
+
+
+def check_discrete_sites(
+    kernel_name: str,
+    latent: Sequence[str],
+    discrete: Sequence[str],
+    exact_sites: Sequence[str],
+    *,
+    gibbs: str,
+    selector: str,
+    not_counted: str,
+    supported: str,
+) -> None:
+    """Raise when a standalone discrete kernel cannot sample the model's latent sites.
+
+    Parameters
+    ----------
+    kernel_name : str
+    latent, discrete : site names (``discrete`` a subset of ``latent``)
+    exact_sites : names the user asked to evaluate exactly
+    gibbs, selector : the adapter's Gibbs composite and discrete-site selector, for the hint
+    not_counted : which sites do not count as latent, for the message
+    supported : the distributions the adapter supports
+    """
+    continuous = [n for n in latent if n not in discrete]
+    if continuous:
+        raise ValueError(
+            f"{kernel_name} samples discrete sites only, but the model has continuous latent "
+            f"sites {list(continuous)}. Use it as a block of {gibbs}, e.g. "
+            f"Gibbs([({kernel_name}(model), {selector}), (NUTS(model), None)]), or condition "
+            "on those sites."
+        )
+    if not discrete:
+        raise ValueError(
+            f"{kernel_name} found no discrete latent site in the model ({not_counted} do not "
+            f"count); supported: {supported}."
+        )
+    check_site_names("exact_sites", exact_sites, list(discrete))
+
+
+# ------------------------------------------------------------------------------------------
+# exact tables and the first-order check
+
+
+def single_site_substitutions(domain: Domain, x: Array) -> Array:
+    """Every state that differs from ``x`` in at most one coordinate, for exact tables.
+
+    Entry ``[k * S + v]`` is ``x`` with flat coordinate ``k`` set to candidate ``v`` (the
+    current value included), so evaluating ``f`` on the batch and reshaping to
+    ``x.shape + (S,)`` gives the exact table ``T[k, v] = f(x with x_k = v)``.
+
+    Parameters
+    ----------
+    domain : Domain
+    x : array, shape (n...)
+
+    Returns
+    -------
+    array, shape (N * S, n...) with ``N = prod(n...)``, dtype of ``x``
+    """
+    xp = array_namespace(x)
+    flat = xp.reshape(x, (-1,))
+    size = flat.shape[0]
+    num_values = domain.num_values
+    values = xp.astype(xp.arange(num_values, device=_device(x)) + domain.low, x.dtype)
+    at_site = xp.eye(size, dtype=xp.bool, device=_device(x))[:, None, :]  # (N, 1, N)
+    batch = xp.where(at_site, values[None, :, None], flat[None, None, :])  # (N, S, N)
+    return xp.reshape(batch, (size * num_values,) + tuple(x.shape))
+
+
+def substitutions_at(domain: Domain, x: Array, flat_indices: Sequence[int]) -> Array:
+    """``x`` with one flat coordinate set to each candidate value, for the given coordinates.
+
+    Parameters
+    ----------
+    domain : Domain
+    x : array, shape (n...)
+    flat_indices : k coordinates (indices into ``x`` flattened)
+
+    Returns
+    -------
+    array, shape (k * S, n...): entry ``[m * S + v]`` is ``x`` with coordinate
+    ``flat_indices[m]`` set to the ``v``-th candidate value.
+    """
+    xp = array_namespace(x)
+    flat = xp.reshape(x, (-1,))
+    size, num_values = flat.shape[0], domain.num_values
+    device = _device(x)
+    chosen = xp.asarray(list(flat_indices), device=device)
+    at_site = xp.arange(size, device=device)[None, :] == chosen[:, None]  # (k, N)
+    values = xp.astype(xp.arange(num_values, device=device) + domain.low, x.dtype)
+    batch = xp.where(at_site[:, None, :], values[None, :, None], flat[None, None, :])
+    return xp.reshape(batch, (chosen.shape[0] * num_values,) + tuple(x.shape))
+
+
+def first_order_proposal_error(
+    delta_gradient: Array, delta_exact: Array, valid: Array | None = None
+) -> float:
+    """Mean total variation between the locally balanced single-coordinate proposals that the
+    gradient's and the exact local differences imply: ``softmax(delta / 2)`` per coordinate.
+
+    0 when the gradient is exact (e.g. binary sites of a quadratic energy without
+    self-coupling); near 1 when it points the wrong way (a value used through a comparison
+    has gradient 0; a strongly curved relaxation overstates the effect of a flip). Setup-time
+    diagnostic on concrete arrays.
+
+    Parameters
+    ----------
+    delta_gradient, delta_exact : arrays, shape (k, S)
+        Local differences of ``k`` coordinates (0 at each current value).
+    valid : bool array broadcastable to (k, S), optional
+        Candidates inside each coordinate's support.
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    xp = array_namespace(delta_exact)
+    usable = xp.isfinite(delta_exact) & xp.isfinite(delta_gradient)
+    if valid is not None:
+        usable = usable & valid
+    minus_inf = xp.full_like(delta_exact, -xp.inf)
+    p = xp.exp(log_softmax(xp.where(usable, delta_gradient / 2, minus_inf)))
+    q = xp.exp(log_softmax(xp.where(usable, delta_exact / 2, minus_inf)))
+    per_coordinate = 0.5 * xp.sum(xp.abs(p - q), axis=-1)
+    return float(xp.mean(per_coordinate))
+
+
+def first_order_error_at(
+    domain: Domain, x, gradient, chosen: Sequence[int], delta_exact
+) -> tuple[float, float]:
+    """How wrong a leaf's first-order local differences are at the ``chosen`` coordinates.
+
+    Parameters
+    ----------
+    domain : Domain
+    x, gradient : numpy arrays, shape (n...)
+    chosen : k flat coordinate indices
+    delta_exact : numpy array, shape (k, S)
+        ``f(x with x_c = v) - f(x)`` for each chosen coordinate ``c`` and candidate ``v``.
+
+    Returns
+    -------
+    (total_variation, median_error)
+        :func:`first_order_proposal_error`, and the median over the changes ``v != x_c``
+        inside the support of ``|delta_gradient - delta_exact|`` in nats.
+    """
+    import numpy as np
+
+    x_chosen = np.reshape(x, (-1,))[list(chosen)]
+    estimate = local_delta(domain, x_chosen, np.reshape(gradient, (-1,))[list(chosen)], False)
+    exact = np.asarray(delta_exact, np.float64)
+    valid = np.ones(exact.shape, bool)
+    if isinstance(domain, Ordinal):
+        table = domain.valid_candidates(np.zeros(np.shape(x), np.float64))
+        if table is not None:
+            table = np.broadcast_to(table, np.shape(x) + (domain.num_values,))
+            valid = table.reshape(-1, domain.num_values)[list(chosen)]
+    tv = first_order_proposal_error(estimate, exact, valid)
+    changes = valid & (estimate != 0) | valid & (exact != 0)
+    errors = np.abs(estimate - exact)[changes & np.isfinite(exact)]
+    return tv, float(np.median(errors)) if errors.size else 0.0
+
+
+def check_preconditioners(
+    sampler: str,
+    sites: Sequence[str],
+    given: Any,
+    as_array: Callable[[Any], Array],
+    *,
+    by_name: bool = True,
+) -> tuple | None:
+    """Per-leaf preconditioners (positive, finite arrays or None), checked once at setup.
+
+    ``given``: None, or with ``by_name`` a dict ``{site name: array}`` (sites left out have
+    none), otherwise a sequence with one entry per site (None where the site has none).
+    ``as_array`` converts an entry to the backend's float array.
+    """
+    if given is None:
+        return None
+    if by_name:
+        if not isinstance(given, Mapping):
+            raise ValueError(
+                f"{sampler}: preconditioner must be a dict {{site name: array}}, got "
+                f"{type(given).__name__}."
+            )
+        check_site_names(f"{sampler}: preconditioner", given, list(sites))
+        values = [given.get(name) for name in sites]
+    else:
+        values = list(given)
+    if all(v is None for v in values):
+        return None
+    out = []
+    for name, value in zip(sites, values):
+        if value is not None:
+            value = as_array(value)
+            check_positive_array(sampler, f"preconditioner of {name!r}", value)
+        out.append(value)
+    return tuple(out)

@@ -1,0 +1,44 @@
+"""The noise of a step, drawn with JAX's RNG in the shapes a sampler's spec asks for."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+from jax import random
+
+from discrete_kernels import NoiseShapes, StepNoise
+
+__all__ = ["draw_noise"]
+
+
+def _uniforms(key: jax.Array, shapes: Sequence[tuple]) -> tuple[tuple, jax.Array]:
+    """All uniforms of one step from one draw: the proposal noise per leaf (in order) and,
+    last, the MH uniform."""
+    sizes = [math.prod(shape) for shape in shapes]
+    total = sum(sizes) + 1
+    flat = random.uniform(key, (total,))
+    pieces, start = [], 0
+    for shape, size in zip(shapes, sizes):
+        pieces.append(jnp.reshape(flat[start : start + size], shape))
+        start += size
+    return tuple(pieces), flat[-1]
+
+
+def draw_noise(rng_key: jax.Array, shapes: NoiseShapes) -> tuple[jax.Array, StepNoise]:
+    """The next key and one step's noise in a spec's shapes (all uniforms from one draw; the
+    normals and a permutation, if asked for, from their own keys)."""
+    normals = permutation = None
+    if shapes.permutation:
+        rng_key, key_perm = random.split(rng_key)
+        permutation = random.permutation(key_perm, shapes.permutation)
+    if shapes.num_normals:
+        rng_key, key_draw, key_normal = random.split(rng_key, 3)
+        dtype = jnp.result_type(float)
+        normals = random.normal(key_normal, (shapes.num_normals,), dtype)
+    else:
+        rng_key, key_draw = random.split(rng_key)
+    uniforms, accept_uniform = _uniforms(key_draw, shapes.uniforms)
+    return rng_key, StepNoise(uniforms, accept_uniform, normals, permutation)

@@ -1,0 +1,451 @@
+"""A NumPyro kernel's view of its sites, built once at setup: :class:`SiteSetup`.
+
+From a model (traced with NumPyro's handlers) or a potential and its start values: the leaves
+and their domains, the core's :class:`~discrete_kernels.Sites`, shapes and dtypes, the model
+prepared for repeated log-density evaluations, and the site rules of the core applied
+(``exact_sites="auto"``, supports fixed at setup, the sampler's own checks). Nothing here is
+mathematics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import random
+from numpyro.handlers import seed, trace
+from numpyro.infer.gibbs import GIBBS_SITES_KWARG, conditioned, prototype_trace, with_conditioning
+from numpyro.infer.util import _prepare_model_for_potential, potential_energy
+
+from discrete_kernels import Sampler, Sites
+from discrete_kernels import sites as site_rules
+from discrete_kernels import validation as checks
+from discrete_kernels.sites import SiteOptions, check_preconditioners
+
+from ._target import (
+    EXACT,
+    GRADIENT,
+    ONE_HOT_GRADIENT,
+    LeafSpec,
+    integer_bounds,
+    leaf_specs_for_model,
+    leaf_specs_for_potential,
+    make_local_fn,
+)
+
+__all__ = ["SiteSetup", "check_init_params", "initial_values", "setup_model", "setup_potential"]
+
+
+@dataclass(frozen=True, eq=False)
+class SiteSetup:
+    """Everything a kernel knows about its sites after setup (immutable).
+
+    - **leaves** - one :class:`~discrete_kernels.sites.LeafSpec` per leaf (site, or leaf of
+      the potential's pytree), in order.
+    - **sites** - the core's view (domains, tables, preconditioner).
+    - **leaf_shapes** - the internal leaves' shapes of one chain (categorical as indices).
+    - **site_dtypes** - model mode: each site's dtype.
+    - **treedef** - potential mode: the structure of the start values.
+    - **potential_fn** / **prepared_model**, **enum** - what evaluates the log density.
+    - **has_deterministic** - the model has deterministic sites (replayed after sampling).
+    """
+
+    leaves: tuple[LeafSpec, ...]
+    sites: Sites
+    leaf_shapes: tuple[tuple[int, ...], ...]
+    site_dtypes: dict = field(default_factory=dict)
+    treedef: Any = None
+    potential_fn: Callable | None = None
+    prepared_model: Callable | None = None
+    enum: bool = False
+    has_deterministic: bool = False
+
+    @property
+    def names(self) -> list:
+        return [s.name for s in self.leaves]
+
+    @property
+    def flat_dim(self) -> int:
+        """Coordinates of one chain, all leaves together."""
+        return sum(math.prod(shape) for shape in self.leaf_shapes)
+
+    def log_density_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
+        """``leaves -> f`` for these arguments and conditioning."""
+        if self.prepared_model is None:
+            treedef, potential_fn = self.treedef, self.potential_fn
+            assert potential_fn is not None
+
+            def potential_log_density(leaves: tuple) -> jax.Array:
+                return -potential_fn(jax.tree.unflatten(treedef, list(leaves)))
+
+            return potential_log_density
+        prepared, enum, names = self.prepared_model, self.enum, self.names
+        kwargs = {} if model_kwargs is None else model_kwargs
+
+        def log_density(leaves: tuple) -> jax.Array:
+            z = dict(zip(names, leaves))
+            return -potential_energy(
+                prepared, model_args, with_conditioning(kwargs, z), {}, enum=enum
+            )
+
+        return log_density
+
+    def local_fn(
+        self, model_args: tuple, model_kwargs: dict | None, with_locals: bool = True
+    ) -> Callable:
+        """``leaves -> (f, locals)`` for the core (``with_locals=False``: ``(f, ())``, for a
+        sampler that reads no local information)."""
+        log_density = self.log_density_fn(model_args, model_kwargs)
+        if not with_locals:
+            return lambda leaves: (log_density(leaves), ())
+        return make_local_fn(log_density, self.leaves)
+
+    def to_leaves(self, z: Any) -> tuple:
+        """Internal leaves (categorical as indices) from user-facing values."""
+        if self.prepared_model is not None:
+            return tuple(jnp.asarray(z[s.name]) for s in self.leaves)
+        return tuple(
+            jnp.argmax(x, axis=-1) if s.mode == ONE_HOT_GRADIENT else jnp.asarray(x)
+            for s, x in zip(self.leaves, jax.tree.leaves(z))
+        )
+
+    def to_user(self, leaves: tuple, like: Any) -> Any:
+        """User-facing values (one-hot where the potential takes them) from leaves."""
+        if self.prepared_model is not None:
+            return {s.name: x for s, x in zip(self.leaves, leaves)}
+        out = [
+            jax.nn.one_hot(x, s.domain.num_values, dtype=jnp.asarray(ref).dtype)
+            if s.mode == ONE_HOT_GRADIENT
+            else x
+            for s, x, ref in zip(self.leaves, leaves, jax.tree.leaves(like))
+        ]
+        return jax.tree.unflatten(self.treedef, out)
+
+
+def _sites(
+    owner: str,
+    leaves: tuple[LeafSpec, ...],
+    shapes: Sequence[tuple[int, ...]],
+    sampler: Sampler,
+    options: SiteOptions,
+    treedef: Any,
+) -> Sites:
+    """The core's view of the leaves with the checked preconditioner; the sampler's checks."""
+    names = tuple(s.name for s in leaves)
+    preconditioner = None
+    if options.preconditioner is not None:
+        by_name = treedef is None  # potential mode: a pytree like init_params
+        given = options.preconditioner if by_name else treedef.flatten_up_to(options.preconditioner)
+        preconditioner = check_preconditioners(
+            owner,
+            names,
+            given,
+            lambda v: jnp.asarray(v, dtype=jnp.result_type(float)),
+            by_name=by_name,
+        )
+    sites = Sites.from_leaves(leaves, preconditioner)
+    sampler.check_sites(sites, sum(math.prod(s) for s in shapes))
+    return sites
+
+
+def setup_potential(
+    sampler: Sampler, options: SiteOptions, potential_fn: Callable, domain: Any, init_params: Any
+) -> SiteSetup:
+    """The setup of a kernel on ``potential_fn`` at start values ``init_params`` (one chain)."""
+    owner = sampler.name
+    if init_params is None:
+        raise ValueError(
+            f"{owner}: with `potential_fn`, pass `init_params` to MCMC.run (they fix the shape "
+            "of every leaf)."
+        )
+    values, treedef = jax.tree.flatten(init_params)
+    leaves = leaf_specs_for_potential(domain, treedef, len(values))
+    shapes = tuple(
+        tuple(jnp.shape(x)[:-1] if s.mode == ONE_HOT_GRADIENT else jnp.shape(x))
+        for s, x in zip(leaves, values)
+    )
+    sites = _sites(owner, leaves, shapes, sampler, options, treedef)
+    return SiteSetup(leaves, sites, shapes, treedef=treedef, potential_fn=potential_fn)
+
+
+def setup_model(
+    sampler: Sampler,
+    options: SiteOptions,
+    model: Callable,
+    rng_key: jax.Array,
+    model_args: tuple,
+    model_kwargs: dict,
+    decisions: dict,
+) -> SiteSetup:
+    """The setup of a kernel on ``model`` (traced at a prior draw of its sites).
+
+    ``decisions``: the kernel's cache of ``exact_sites="auto"`` decisions by site shapes, so
+    that every chain of a run takes the same one (NumPyro stacks their states).
+    """
+    owner = sampler.name
+    try:
+        model_trace = prototype_trace(conditioned(model), rng_key, model_args, model_kwargs)
+    except (OverflowError, TypeError, ValueError) as error:
+        raise ValueError(
+            f"{owner}: tracing the model with start values drawn from its prior failed "
+            f"({type(error).__name__}: {str(error).splitlines()[0]}). Check the sites' "
+            "distributions and parameters."
+        ) from error
+    leaves = leaf_specs_for_model(owner, model_trace, options.exact_names)
+    site_shapes = {s.name: tuple(jnp.shape(model_trace[s.name]["value"])) for s in leaves}
+    site_dtypes = {s.name: jnp.result_type(model_trace[s.name]["value"]) for s in leaves}
+    for name, shape in site_shapes.items():
+        site_rules.check_leaf_size(name, shape)
+    _check_fixed_supports(model, leaves, model_trace, model_args, model_kwargs)
+    enum = any(
+        site["type"] == "sample"
+        and not site["is_observed"]
+        and site["infer"].get("enumerate", "") == "parallel"
+        for site in model_trace.values()
+    )
+    has_deterministic = any(site["type"] == "deterministic" for site in model_trace.values())
+    prepared = _prepare_model_for_potential(conditioned(model), model_trace, enum=enum)
+    setup = SiteSetup(
+        leaves,
+        Sites.from_leaves(leaves),
+        tuple(site_shapes[s.name] for s in leaves),
+        site_dtypes,
+        prepared_model=prepared,
+        enum=enum,
+        has_deterministic=has_deterministic,
+    )
+    if options.auto_exact and sampler.auto_exact:
+        key = tuple(site_shapes.items())
+        decided = decisions.get(key)
+        if decided is None:
+            decided = _switch_badly_estimated_sites(
+                owner, setup, model, model_trace, model_args, model_kwargs
+            )
+            decisions[key] = decided
+        leaves = decided
+    sites = _sites(owner, leaves, setup.leaf_shapes, sampler, options, None)
+    return SiteSetup(
+        leaves,
+        sites,
+        setup.leaf_shapes,
+        site_dtypes,
+        prepared_model=prepared,
+        enum=enum,
+        has_deterministic=has_deterministic,
+    )
+
+
+def _switch_badly_estimated_sites(
+    owner: str, setup: SiteSetup, model: Callable, model_trace: dict, model_args, model_kwargs
+) -> tuple[LeafSpec, ...]:
+    """``exact_sites="auto"``: at the start and a prior draw, compare each gradient site's
+    first-order local differences with exact ones on a few coordinates; a site whose gradient
+    proposal is badly wrong is switched to exact differences when that costs at most
+    ``AUTO_EXACT_BUDGET`` evaluations per step, and is warned about otherwise."""
+    specs = setup.leaves
+    leaves = tuple(jnp.asarray(model_trace[s.name]["value"]) for s in specs)
+    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+        return specs  # traced start (parallel chains): no concrete values to judge by
+    log_density = setup.log_density_fn(model_args, model_kwargs)
+    names = setup.names
+    gradient_sites = [j for j, s in enumerate(specs) if s.mode == GRADIENT]
+    if not gradient_sites:
+        return specs
+    chosen = {j: list(range(min(leaves[j].size, 16))) for j in gradient_sites}
+
+    def tables_at(points):
+        """Exact log densities at the substitutions of the chosen coordinates of every
+        gradient site, all points and sites in one batch: ``{j: (points, k_j * S_j)}``."""
+        batches = []
+        for j in gradient_sites:
+            domain = specs[j].domain
+            batch = jax.vmap(lambda x, d=domain, j=j: site_rules.substitutions_at(d, x, chosen[j]))(
+                points[j]
+            )
+            size = batch.shape[1]
+            full = tuple(  # (points, size, ...) for every leaf, site j substituted
+                batch if k == j else jnp.broadcast_to(y[:, None], (y.shape[0], size) + y.shape[1:])
+                for k, y in enumerate(points)
+            )
+            batches.append(tuple(jnp.reshape(y, (-1,) + y.shape[2:]) for y in full))
+        merged = tuple(jnp.concatenate(parts) for parts in zip(*batches))
+        values = jax.vmap(log_density)(merged)
+        out, start = {}, 0
+        for j in gradient_sites:
+            size = len(chosen[j]) * specs[j].domain.num_values
+            count = points[0].shape[0] * size
+            out[j] = jnp.reshape(values[start : start + count], (points[0].shape[0], size))
+            start += count
+        return out
+
+    # the start and a fresh prior draw of the block's sites, evaluated by one compiled
+    # program (eagerly, each operation of the model would be compiled on its own)
+    rows = [leaves]
+    for key in random.split(random.key(1000), site_rules.PRIOR_DRAWS):
+        draw = prototype_trace(conditioned(model), key, model_args, model_kwargs)
+        rows.append(tuple(jnp.asarray(draw[n]["value"], x.dtype) for n, x in zip(names, leaves)))
+    try:
+        compiled_local_fn = jax.jit(make_local_fn(log_density, specs))
+        evaluated = [compiled_local_fn(row) for row in rows]
+    except TypeError:  # some site is used as an index: find it, then check the rest
+        switched = _switch_index_sites(owner, specs, leaves, log_density)
+        if switched == specs:
+            return specs
+        again = SiteSetup(switched, Sites.from_leaves(switched), setup.leaf_shapes, **_rest(setup))
+        return _switch_badly_estimated_sites(
+            owner, again, model, model_trace, model_args, model_kwargs
+        )
+    points = tuple(jnp.stack(parts) for parts in zip(*rows))
+    f = jnp.stack([e[0] for e in evaluated])
+    local = tuple(jnp.stack(parts) for parts in zip(*[e[1] for e in evaluated]))
+    tables = jax.jit(tables_at)(points)
+    errors_by_point = []
+    for p in range(f.shape[0]):
+        errors: list[Any] = [None] * len(specs)
+        for j in gradient_sites:
+            errors[j] = site_rules.first_order_error_at(
+                specs[j].domain,
+                np.asarray(points[j][p]),
+                np.asarray(local[j][p], np.float64),
+                chosen[j],
+                np.asarray(tables[j][p], np.float64).reshape(len(chosen[j]), -1) - float(f[p]),
+            )
+        errors_by_point.append(errors)
+    sizes = [math.prod(shape) for shape in setup.leaf_shapes]
+    return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, sizes)
+
+
+def _rest(setup: SiteSetup) -> dict:
+    return {
+        "site_dtypes": setup.site_dtypes,
+        "prepared_model": setup.prepared_model,
+        "enum": setup.enum,
+        "has_deterministic": setup.has_deterministic,
+    }
+
+
+def _switch_index_sites(
+    owner: str, specs: tuple[LeafSpec, ...], leaves: tuple, log_density: Callable
+) -> tuple[LeafSpec, ...]:
+    """Gradient sites the log density cannot be differentiated in (values used as indices),
+    found one at a time with the others held exact (shapes only, nothing computed), switched
+    to exact differences."""
+    failing = []
+    for j, spec in enumerate(specs):
+        if spec.mode != GRADIENT:
+            continue
+        alone = [
+            s if k == j or s.mode != GRADIENT else LeafSpec(s.name, s.domain, EXACT)
+            for k, s in enumerate(specs)
+        ]
+        try:
+            jax.eval_shape(make_local_fn(log_density, alone), leaves)
+        except TypeError:
+            failing.append(j)
+    sizes = [int(np.prod(jnp.shape(x))) for x in leaves]
+    return site_rules.switch_index_sites(owner, specs, failing, sizes)
+
+
+def _alternative_values(site: dict) -> list:
+    """A few other values of a site, to see whether other sites' supports move with it:
+    two fresh draws and, for an integer interval, its two ends."""
+    fn, value = site["fn"], jnp.asarray(site["value"])
+    out = []
+    for k in (1, 2):
+        try:
+            out.append(fn.sample(random.key(k)).reshape(value.shape))
+        except Exception:  # no sample method, or another shape
+            continue
+    bounds = integer_bounds(site)
+    if bounds is not None:
+        out += [jnp.broadcast_to(b, value.shape).astype(value.dtype) for b in bounds]
+    return out
+
+
+def _check_fixed_supports(
+    model: Callable, leaves: tuple[LeafSpec, ...], model_trace: dict, model_args, model_kwargs
+) -> None:
+    """Refuse sites whose integer support moves with another site's value (traced once per
+    other site and alternative value; setup only)."""
+    base = checks.movable_supports(
+        [(s.name, s.domain) for s in leaves], lambda name: integer_bounds(model_trace[name])
+    )
+    if not base or any(isinstance(b, jax.core.Tracer) for pair in base.values() for b in pair):
+        return  # nothing to check, or traced (parallel chains: _static refuses it)
+    conditioning = dict(model_kwargs.get(GIBBS_SITES_KWARG, {}))
+    values = {
+        name: site["value"]
+        for name, site in model_trace.items()
+        if site["type"] == "sample" and (not site["is_observed"] or name in conditioning)
+    }
+    seeded = seed(conditioned(model), random.key(0))
+    perturbed = []
+    for changed in values:
+        for alternative in _alternative_values(model_trace[changed]):
+            kwargs = with_conditioning(model_kwargs, {**values, changed: alternative})
+            try:
+                other = trace(seeded).get_trace(*model_args, **kwargs)
+                bounds = {name: integer_bounds(other[name]) for name in base}
+            except Exception:  # an alternative the model cannot take: nothing learned
+                continue
+            perturbed.append((changed, bounds))
+    checks.check_fixed_supports(base, perturbed)
+
+
+def check_init_params(setup: SiteSetup, init_params: Any, batch_shape: tuple) -> Any:
+    """Start values checked against the sites (shape, dtype, support, NaN) and cast to the
+    sites' dtypes; untouched when traced (``chain_method="parallel"``)."""
+    if init_params is None:
+        return None
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(init_params)):
+        return init_params
+    if setup.prepared_model is None:
+        values = [jnp.asarray(x) for x in jax.tree.leaves(init_params)]
+        out = []
+        for spec, x in zip(setup.leaves, values):
+            one_hot = spec.mode == ONE_HOT_GRADIENT
+            event = x.shape[len(batch_shape) : x.ndim - (1 if one_hot else 0)]
+            checks.check_start_value(
+                spec.name,
+                spec.domain,
+                x,
+                event,
+                one_hot=one_hot,
+                batch_shape=x.shape[: len(batch_shape)],
+            )
+            if x.dtype == jnp.bool_:
+                x = x.astype(jnp.result_type(float) if one_hot else jnp.int32)
+            out.append(x)
+        return jax.tree.unflatten(setup.treedef, out)
+    if not isinstance(init_params, dict):
+        raise ValueError(
+            f"init_params: give a dict {{site name: value}}, got {type(init_params).__name__}."
+        )
+    checks.check_site_names("init_params", init_params, list(setup.names))
+    checked = {}
+    for spec, shape in zip(setup.leaves, setup.leaf_shapes):
+        if spec.name not in init_params:
+            continue
+        x = jnp.asarray(init_params[spec.name])
+        checks.check_start_value(spec.name, spec.domain, x, shape, batch_shape=batch_shape)
+        checked[spec.name] = x.astype(setup.site_dtypes[spec.name])
+    return checked
+
+
+def initial_values(
+    setup: SiteSetup, model: Callable | None, rng_key, init_params: Any, model_args, model_kwargs
+) -> Any:
+    """One chain's start: the given values, and prior draws for the sites not given."""
+    if model is None:
+        return init_params
+    model_trace = prototype_trace(conditioned(model), rng_key, model_args, model_kwargs)
+    init_params = {} if init_params is None else init_params
+    return {
+        s.name: jnp.asarray(init_params.get(s.name, model_trace[s.name]["value"]))
+        for s in setup.leaves
+    }

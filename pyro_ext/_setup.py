@@ -1,0 +1,283 @@
+"""A Pyro kernel's view of its sites, built once at setup: :class:`SiteSetup`.
+
+From a model (traced with ``poutine``) or a potential and its start values: the leaves and
+their domains, the core's :class:`~discrete_kernels.Sites`, the start values checked, and the
+site rules of the core applied (``exact_sites="auto"``, supports fixed at setup, the sampler's
+own checks). Nothing here is mathematics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from pyro.poutine.util import site_is_subsample
+
+from discrete_kernels import ChainState, Sampler, Sites
+from discrete_kernels import sites as site_rules
+from discrete_kernels import validation as checks
+from discrete_kernels.sites import SiteOptions, check_preconditioners
+
+from ._target import (
+    GRADIENT,
+    ONE_HOT_GRADIENT,
+    LeafSpec,
+    check_model_trace,
+    integer_bounds,
+    leaf_specs_for_model,
+    leaf_specs_for_potential,
+    make_local_fn,
+    model_log_density,
+    potential_log_density,
+    to_internal,
+    to_user,
+    trace_model,
+)
+
+__all__ = ["SiteSetup", "setup_model", "setup_potential"]
+
+
+@dataclass(frozen=True, eq=False)
+class SiteSetup:
+    """Everything a kernel knows about its sites after setup (immutable).
+
+    - **leaves** - one :class:`~discrete_kernels.sites.LeafSpec` per site, in order.
+    - **sites** - the core's view (domains, tables, preconditioner).
+    - **start** - the checked start values by site name (prior draws where none was given).
+    - **log_density** - ``values -> f`` of the model (with these arguments) or potential.
+    - **chain** - the chain at the start (its log density and locals for the sampler).
+    - **like** - a float scalar of the model's dtype and device.
+    """
+
+    leaves: tuple[LeafSpec, ...]
+    sites: Sites
+    start: dict
+    log_density: Callable[[dict], torch.Tensor]
+    chain: ChainState
+    like: torch.Tensor
+
+    @property
+    def names(self) -> list:
+        return [s.name for s in self.leaves]
+
+    @property
+    def flat_dim(self) -> int:
+        """Coordinates of one chain, all leaves together."""
+        return sum(math.prod(x.shape) for x in self.chain.x)
+
+    def local_fn(self, with_locals: bool = True) -> Callable:
+        """``leaves -> (f, locals)`` for the core (``with_locals=False``: ``(f, ())``)."""
+        return _local_fn(self.log_density, self.leaves, with_locals)
+
+    def to_leaves(self, params: dict) -> tuple:
+        """Internal leaves (categorical as indices) from user-facing values."""
+        return tuple(to_internal(s, torch.as_tensor(params[s.name])) for s in self.leaves)
+
+
+def _local_fn(log_density: Callable, specs: tuple[LeafSpec, ...], with_locals: bool) -> Callable:
+    """``leaves -> (f, locals)``, or ``(f, ())`` without locals."""
+    if with_locals:
+        return make_local_fn(log_density, specs)
+
+    def log_density_only(leaves: tuple) -> tuple:
+        values = {s.name: to_user(s, x) for s, x in zip(specs, leaves)}
+        return log_density(values).detach(), ()
+
+    return log_density_only
+
+
+def _float_dtype(x: torch.Tensor) -> torch.dtype:
+    """The floating dtype the kernel computes in: that of the model's log density."""
+    return x.dtype if x.is_floating_point() else torch.get_default_dtype()
+
+
+def _from_bool(value: torch.Tensor, one_hot: bool) -> torch.Tensor:
+    """Boolean start values as numbers (floats for one-hot encodings)."""
+    if value.dtype != torch.bool:
+        return value
+    return value.to(torch.get_default_dtype() if one_hot else torch.long)
+
+
+def _finish(
+    sampler: Sampler,
+    options: SiteOptions,
+    leaves: tuple[LeafSpec, ...],
+    start: dict,
+    log_density: Callable,
+) -> SiteSetup:
+    """The setup with the chain at the start (its log density checked), the preconditioner
+    and the sampler's checks."""
+    owner = sampler.name
+    names = tuple(s.name for s in leaves)
+    values = tuple(to_internal(s, torch.as_tensor(start[s.name])) for s in leaves)
+    chain = sampler.init(values, _local_fn(log_density, leaves, sampler.uses_locals))
+    checks.check_initial_log_density(owner, chain.log_density, list(names))
+    f = chain.log_density
+    like = torch.zeros((), dtype=_float_dtype(f), device=f.device)
+    preconditioner = check_preconditioners(
+        owner,
+        names,
+        options.preconditioner,
+        lambda v: torch.as_tensor(v, dtype=like.dtype, device=like.device),
+    )
+    sites = Sites.from_leaves(leaves, preconditioner)
+    sampler.check_sites(sites, sum(x.numel() for x in values))
+    return SiteSetup(leaves, sites, start, log_density, chain, like)
+
+
+def setup_potential(
+    sampler: Sampler, options: SiteOptions, potential_fn: Callable, domain: Any, given: dict
+) -> SiteSetup:
+    """The setup of a kernel on ``potential_fn`` at start values ``given`` (by site name)."""
+    owner = sampler.name
+    if not given:
+        raise ValueError(
+            f"{owner}: with `potential_fn`, pass `initial_params` to MCMC (they fix the shape "
+            "of every site)."
+        )
+    leaves = leaf_specs_for_potential(domain, sorted(given))
+    start = {}
+    for spec in leaves:
+        value = torch.as_tensor(given[spec.name])
+        one_hot = spec.mode == ONE_HOT_GRADIENT
+        event = value.shape[: value.ndim - 1] if one_hot else value.shape
+        checks.check_start_value(spec.name, spec.domain, value, tuple(event), one_hot=one_hot)
+        site_rules.check_leaf_size(spec.name, tuple(event))
+        start[spec.name] = _from_bool(value, one_hot)
+    f = potential_fn(start)
+    if torch.as_tensor(f).shape != ():
+        raise ValueError(
+            f"{owner}: potential_fn must return a scalar (-log density), got a tensor of shape "
+            f"{tuple(torch.as_tensor(f).shape)}."
+        )
+    return _finish(sampler, options, leaves, start, potential_log_density(potential_fn))
+
+
+def setup_model(
+    sampler: Sampler,
+    options: SiteOptions,
+    model: Callable,
+    given: dict,
+    args: tuple,
+    kwargs: dict,
+    conditioned: frozenset,
+) -> SiteSetup:
+    """The setup of a kernel on ``model`` with the start values ``given`` (prior draws for the
+    others); ``conditioned``: sites a Gibbs block's model conditions on."""
+    owner = sampler.name
+    model_trace = trace_model(model, args, kwargs)
+    check_model_trace(owner, model_trace)
+    leaves = leaf_specs_for_model(owner, model_trace, options.exact_names)
+    checks.check_site_names("initial_params", given, [s.name for s in leaves])
+    start = {}
+    for spec in leaves:
+        prior = model_trace.nodes[spec.name]["value"].detach()
+        site_rules.check_leaf_size(spec.name, tuple(prior.shape))
+        if spec.name not in given:
+            start[spec.name] = prior
+            continue
+        value = torch.as_tensor(given[spec.name], device=prior.device)
+        checks.check_start_value(spec.name, spec.domain, value, tuple(prior.shape))
+        start[spec.name] = value.to(prior.dtype)
+    _check_fixed_supports(model, leaves, model_trace, args, kwargs, conditioned)
+    log_density = model_log_density(model, args, kwargs)
+    if options.auto_exact and sampler.auto_exact:
+        leaves = _switch_badly_estimated_sites(owner, leaves, start, model, args, kwargs)
+    return _finish(sampler, options, leaves, start, log_density)
+
+
+def _switch_badly_estimated_sites(
+    owner: str, specs: tuple[LeafSpec, ...], start: dict, model: Callable, args, kwargs
+) -> tuple[LeafSpec, ...]:
+    """``exact_sites="auto"``: at the start and a prior draw, compare each gradient site's
+    first-order local differences with exact ones on a few coordinates; a site whose gradient
+    proposal is badly wrong is switched to exact differences when that costs at most
+    ``AUTO_EXACT_BUDGET`` evaluations per step, and is warned about otherwise."""
+    log_density = model_log_density(model, args, kwargs)
+    local_fn = make_local_fn(log_density, specs)
+    points = [start]  # the start and fresh prior draws of the block's sites
+    with torch.random.fork_rng(devices=[]):  # leave the user's random stream as it was
+        for _ in range(site_rules.PRIOR_DRAWS):
+            other = trace_model(model, args, kwargs)
+            points.append({s.name: other.nodes[s.name]["value"].detach() for s in specs})
+    errors_by_point = []
+    for point in points:
+        leaves = tuple(to_internal(s, torch.as_tensor(point[s.name])) for s in specs)
+        f, local = local_fn(leaves)
+        values = {s.name: to_user(s, x) for s, x in zip(specs, leaves)}
+        errors: list[Any] = [None] * len(specs)
+        for j, spec in enumerate(specs):
+            if spec.mode != GRADIENT:
+                continue
+            x = leaves[j]
+            chosen = list(range(min(x.numel(), 16)))
+            batch = site_rules.substitutions_at(spec.domain, x, chosen)
+            with torch.no_grad():
+                table = torch.stack([log_density({**values, spec.name: v}) for v in batch])
+            errors[j] = site_rules.first_order_error_at(
+                spec.domain,
+                x.cpu().numpy(),
+                local[j].double().cpu().numpy(),
+                chosen,
+                (table.double() - f.double()).reshape(len(chosen), -1).cpu().numpy(),
+            )
+        errors_by_point.append(errors)
+    sizes = [torch.as_tensor(start[s.name]).numel() for s in specs]
+    return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, sizes)
+
+
+def _alternative_values(site: dict, value: torch.Tensor) -> list:
+    """A few other values of a site, to see whether other sites' supports move with it:
+    two fresh draws and, for an integer interval, its two ends."""
+    out = []
+    for _ in range(2):
+        try:
+            out.append(site["fn"].sample().reshape(value.shape))
+        except Exception:  # no sample method, or another shape
+            continue
+    bounds = integer_bounds(site)
+    if bounds is not None:
+        for bound in bounds:
+            out.append(
+                torch.as_tensor(bound, dtype=value.dtype, device=value.device).expand(value.shape)
+            )
+    return out
+
+
+def _check_fixed_supports(
+    model: Callable,
+    leaves: tuple[LeafSpec, ...],
+    model_trace: Any,
+    args: tuple,
+    kwargs: dict,
+    conditioned: frozenset,
+) -> None:
+    """Refuse sites whose integer support moves with another site's value (the model is traced
+    once per other site and alternative value; setup only)."""
+    base = checks.movable_supports(
+        [(s.name, s.domain) for s in leaves],
+        lambda name: integer_bounds(model_trace.nodes[name]),
+    )
+    if not base:
+        return
+    values = {
+        name: site["value"]
+        for name, site in model_trace.nodes.items()
+        if site["type"] == "sample"
+        and (not site["is_observed"] or name in conditioned)
+        and not site_is_subsample(site)
+    }
+    perturbed = []
+    with torch.random.fork_rng(devices=[]):  # leave the user's random stream as it was
+        for changed, value in values.items():
+            for alternative in _alternative_values(model_trace.nodes[changed], value):
+                try:
+                    other = trace_model(model, args, kwargs, {**values, changed: alternative})
+                    bounds = {name: integer_bounds(other.nodes[name]) for name in base}
+                except Exception:  # an alternative the model cannot take: nothing learned
+                    continue
+                perturbed.append((changed, bounds))
+    checks.check_fixed_supports(base, perturbed)

@@ -1,0 +1,271 @@
+"""The one Pyro driver of discrete-kernels: any core sampler spec as a Pyro ``MCMCKernel``.
+
+:class:`DiscreteKernel` keeps the ``MCMCKernel`` protocol only: it builds its sites once
+(:mod:`pyro_ext._setup`), draws each step's noise with torch's RNG on the model's device in the
+shapes the spec asks for, calls the spec's step and warmup phases, and records the spec's
+statistics per draw. A kernel class is the driver and a spec, registered in one line::
+
+    class DMALA(DiscreteKernel, sampler=dlp.DMALA):
+        '''...'''
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
+
+from discrete_kernels import PYTHON_CONTROL, ChainState, NoiseShapes, Sampler, StepNoise
+from discrete_kernels import validation as checks
+from discrete_kernels.kernel import bind_sampler
+from discrete_kernels.sites import kernel_options
+from discrete_kernels.warmup import Feedback, run_phases, start_phases
+
+from ._record import LOG_EVERY, StepRecord
+from ._setup import SiteSetup, setup_model, setup_potential
+from ._target import to_user
+
+__all__ = ["DiscreteKernel", "draw_noise"]
+
+
+def draw_noise(shapes: NoiseShapes, like: torch.Tensor) -> StepNoise:
+    """One step's noise in a spec's shapes, in ``like``'s dtype and on its device: all
+    uniforms from one flat draw (proposal uniforms per leaf in order, the MH uniform last),
+    then the normals and the permutation if the spec takes them."""
+    sizes = [math.prod(shape) for shape in shapes.uniforms]
+    flat = torch.rand(sum(sizes) + 1, dtype=like.dtype, device=like.device)
+    pieces = flat[:-1].split(sizes)
+    uniforms = tuple(u.reshape(shape) for u, shape in zip(pieces, shapes.uniforms))
+    normals = None
+    if shapes.num_normals:
+        normals = torch.randn(shapes.num_normals, dtype=like.dtype, device=like.device)
+    permutation = None
+    if shapes.permutation:  # a Python loop reads it: on the CPU
+        permutation = torch.randperm(shapes.permutation, device="cpu")
+    return StepNoise(uniforms, flat[-1], normals, permutation)
+
+
+def _conditioned_names(model: Any) -> frozenset:
+    """Sites a :class:`pyro_ext.Gibbs` block's model conditions on (the other blocks')."""
+    from .gibbs import _ConditionedModel
+
+    if isinstance(model, _ConditionedModel):
+        return frozenset(model.store.values) - model.own
+    return frozenset()
+
+
+class DiscreteKernel(MCMCKernel):
+    """The driver: sites, checks, noise, the spec's step and warmup phases, statistics and
+    the Pyro protocol. A subclass names its sampler (``sampler=`` in the class statement); its
+    constructor then takes ``model`` or ``potential_fn`` and ``domain``, the sampler's options
+    and the site options (``exact_sites``, and ``preconditioner`` where the sampler takes
+    one). In potential mode ``potential_fn`` takes a dict of site values, ``domain`` is one
+    domain or a dict by site name, and ``initial_params`` (given to ``pyro.infer.MCMC``) fix
+    the sites' shapes."""
+
+    sampler: ClassVar[type[Sampler]]
+
+    def __init_subclass__(cls, sampler: type[Sampler] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if sampler is not None:
+            bind_sampler(cls, sampler)
+
+    def __init__(
+        self,
+        model: Callable | None = None,
+        *,
+        potential_fn: Callable | None = None,
+        domain: Any = None,
+        **options: Any,
+    ) -> None:
+        if not hasattr(type(self), "sampler"):
+            raise TypeError("DiscreteKernel is the driver; use a kernel such as px.DMALA.")
+        self._spec, self._site_options = kernel_options(
+            self.sampler, model, potential_fn, domain, options, "a dict of them by site name"
+        )
+        self._model = model
+        self._potential_fn = potential_fn
+        self._domain = domain
+        self.transforms: dict = {}  # discrete values need no transform
+        self._initial_params: dict | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._setup: SiteSetup | None = None
+        self._phases: tuple = ()
+        self._warmup_steps = 0
+        self._t = 0
+        self._state: ChainState | None = None
+        self._returned: dict | None = None
+        self._adapt_state: Any = None
+        self._step_record = StepRecord()
+        self._log: OrderedDict = OrderedDict()
+
+    @property
+    def spec(self) -> Sampler:
+        """The sampler's spec (its validated options; what the EBM trainers run)."""
+        return self._spec
+
+    @property
+    def _name(self) -> str:
+        return self._spec.name
+
+    @property
+    def model(self) -> Callable | None:
+        return self._model
+
+    @model.setter
+    def model(self, model: Callable | None) -> None:  # pyro_ext.Gibbs conditions it
+        self._model = model
+
+    @property
+    def potential_fn(self) -> Callable | None:
+        return self._potential_fn
+
+    @property
+    def adapt_state(self) -> Any:
+        """The sampler's adaptation state of the next draw (e.g. AB's quadratic proposal)."""
+        return self._adapt_state
+
+    # ------------------------------------------------------------------ Pyro protocol
+
+    @property
+    def initial_params(self) -> dict | None:
+        return self._initial_params
+
+    @initial_params.setter
+    def initial_params(self, params: dict | None) -> None:
+        self._initial_params = params
+
+    def setup(self, warmup_steps: int, *args, **kwargs) -> None:
+        """Find the sites, check the start values (drawn from the prior for the sites not
+        given), and cache the log density and locals at them."""
+        checks.check_bound(self._name, self._model, self._potential_fn)
+        self._reset()
+        self._warmup_steps = int(warmup_steps)
+        self._spec.check_warmup(self._warmup_steps, "warmup_steps")
+        given = dict(self._initial_params or {})
+        if self._model is None:
+            assert self._potential_fn is not None  # checked at construction
+            setup = setup_potential(
+                self._spec, self._site_options, self._potential_fn, self._domain, given
+            )
+        else:
+            setup = setup_model(
+                self._spec,
+                self._site_options,
+                self._model,
+                given,
+                args,
+                kwargs,
+                _conditioned_names(self._model),
+            )
+        self._setup = setup
+        self._initial_params = setup.start
+        self._state = setup.chain
+        like = torch.ones((), dtype=setup.like.dtype, device=setup.like.device)
+        adapt = self._spec.adapt_init(
+            like, self._warmup_steps, setup.sites, setup.flat_dim, PYTHON_CONTROL
+        )
+        self._phases = self._spec.phases(self._warmup_steps, PYTHON_CONTROL)
+        self._adapt_state = start_phases(self._phases, adapt)
+        # MCMC starts from these very tensors: the cached state is valid for them
+        self._returned = {name: setup.start[name] for name in setup.names}
+
+    def cleanup(self) -> None:
+        self._state = None
+
+    def logging(self) -> OrderedDict:
+        """The progress bar's text; Pyro asks for it at every step, it is read from the
+        device every ``LOG_EVERY`` steps (a host read waits for the GPU)."""
+        if self._t == 1 or self._t % LOG_EVERY == 0 or not self._log:
+            self._log = self._log_entries()
+        return self._log
+
+    def _log_entries(self) -> OrderedDict:
+        out = OrderedDict()
+        for label, name, fmt in self._spec.progress:
+            recent = self._step_record.recent(name, LOG_EVERY)
+            value = float(recent.mean()) if recent.numel() else float("nan")
+            out[label] = format(value, fmt)
+        return out
+
+    def diagnostics(self) -> dict:
+        """Mean acceptance and, under ``sample_stats``, every statistic per sampling draw
+        (float64 tensors on the host)."""
+        sample_stats = self._step_record.columns(self._warmup_steps)
+        accept = sample_stats["accept_prob"] if "accept_prob" in sample_stats else None
+        return {
+            "acceptance rate": float(accept.mean())
+            if accept is not None and accept.numel()
+            else float("nan"),
+            "sample_stats": sample_stats,
+        }
+
+    def tuned_parameters(self) -> dict:
+        """What the warmup settled on (the spec's ``adapt_final``), read after warmup."""
+        return dict(self._spec.adapt_final(self._adapt_state))
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_state"] = None  # rebuilt by setup in the worker
+        state["_setup"] = None
+        state["_phases"] = ()  # closures, rebuilt by setup
+        return state
+
+    # ------------------------------------------------------------------ sampling
+
+    def _local_fn(self) -> Callable:
+        assert self._setup is not None
+        return self._setup.local_fn(self._spec.uses_locals)
+
+    def clear_cache(self) -> None:
+        """Forget the cached log density and locals (the model's conditioning changed, e.g.
+        inside :class:`pyro_ext.Gibbs`); they are recomputed at the next step."""
+        self._returned = None
+
+    def _draw_noise(self, shapes: NoiseShapes, index: int) -> StepNoise:
+        """The noise of draw ``index`` on the model's device (:func:`draw_noise`)."""
+        assert self._setup is not None
+        return draw_noise(shapes, self._setup.like)
+
+    def sample(self, params: dict) -> dict:
+        setup, spec = self._setup, self._spec
+        state = self._state
+        if setup is None or state is None:
+            raise RuntimeError(f"{self._name}: call `setup` before `sample`.")
+        if self._returned is None or any(
+            params[name] is not self._returned[name] for name in setup.names
+        ):
+            # new conditioning or values set from outside: rebuild the cache
+            state = spec.init(setup.to_leaves(params), self._local_fn())
+        shapes = spec.noise_shapes(setup.sites, [tuple(x.shape) for x in state.x])
+        noise = self._draw_noise(shapes, self._t)
+        adapt = self._adapt_state
+        step_params = spec.parameters(adapt)
+        state, info = spec.step(state, noise, step_params, adapt, setup.sites, self._local_fn())
+        control = PYTHON_CONTROL._replace(step=self._t)
+        feedback = Feedback(info, step_params, state, self._t)
+        self._adapt_state = run_phases(self._phases, adapt, feedback, control)
+        self._t += 1
+        values = {name: getattr(info, name) for name in spec.statistics}
+        self._step_record.append({**values, "lp": state.log_density}, setup.like)
+        if self._t == self._warmup_steps >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
+            start = checks.frozen_check_start(self._warmup_steps)
+            accepted = self._step_record.columns(start, self._warmup_steps)["accepted"]
+            if not bool(accepted.any()):  # read once, at the end of warmup
+                warnings.warn(
+                    checks.no_move_message(self._name, setup.names, self._t), stacklevel=2
+                )
+        self._state = state
+        returned = {
+            s.name: to_user(s, x, torch.as_tensor(params[s.name]))
+            for s, x in zip(setup.leaves, state.x)
+        }
+        self._returned = returned
+        return {**params, **returned}
