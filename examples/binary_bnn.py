@@ -214,9 +214,14 @@ def run_dataset(data: Data, hidden: int, args) -> dict:
         )
         train_ll, error = evaluate(draws, data)
         idata = az.from_numpyro(mcmc, log_likelihood=False)
-        idata.posterior["train_log_lik"] = (("chain", "draw"), train_ll)
         results[name] = dict(
-            idata=idata,
+            # the summaries read Datasets, the same on ArviZ 0.2x and 1.x (examples/bnn_data.py)
+            posterior=az.convert_to_dataset({"train_log_lik": train_ll}),
+            sample_stats=(
+                az.convert_to_dataset(idata, group="sample_stats")
+                if "sample_stats" in idata
+                else None
+            ),
             times=times,
             train_ll=train_ll,
             error=error,

@@ -18,6 +18,11 @@ import numpy as np
 
 #: hidden units of the paper-width run per data set (thousands of sign weights)
 PAPER_WIDTH = {"breast_cancer": 100, "diabetes": 300}
+# arviz.summary's columns by name: ArviZ 0.2x and 1.x order them differently (0.2x: mean, sd,
+# hdi_3%, hdi_97%, mcse_mean, mcse_sd, ess_bulk, ess_tail, r_hat; 1.x: mean, sd, eti89_lb,
+# eti89_ub, ess_bulk, ess_tail, r_hat, mcse_mean, mcse_sd), so a position picks other columns
+SUMMARY_COLUMNS = ["mean", "sd", "mcse_mean", "ess_bulk", "r_hat"]
+STATS_COLUMNS = ["mean", "sd"]  # a sampler statistic's mean and spread
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,10 @@ def error_name(data: Data) -> str:
 def print_summaries(results: dict) -> None:
     """ArviZ summaries: the training log-likelihood per sampler, DMALA's statistics.
 
-    ``results[name]`` holds ``idata`` with ``train_log_lik`` in its posterior.
+    ``results[name]`` holds ``posterior`` (an ``xarray.Dataset`` with ``train_log_lik``,
+    ``(chain, draw)``) and ``sample_stats`` (an ``xarray.Dataset`` or ``None``). Datasets, not
+    ArviZ's InferenceData (0.2x) or DataTree (1.x): ``arviz.summary`` and ``arviz.ess`` read
+    them the same way on both lines, and the columns are picked by names both lines use.
     """
     import arviz as az
     import pandas as pd
@@ -103,21 +111,24 @@ def print_summaries(results: dict) -> None:
         "unchanged, tanh being odd), so judge mixing by functions of the network like this one."
     )
     summaries = [
-        az.summary(r["idata"], var_names=["train_log_lik"]).rename(index={"train_log_lik": name})
+        az.summary(r["posterior"], var_names=["train_log_lik"])[SUMMARY_COLUMNS].rename(
+            index={"train_log_lik": name}
+        )
         for name, r in results.items()
     ]
     print(pd.concat(summaries).to_string())
-    if "DMALA" in results:
+    if "DMALA" in results and results["DMALA"]["sample_stats"] is not None:
         print("\nArviZ summary of DMALA's sampler statistics")
         stats = ["acceptance_rate", "step_size", "hamming_distance"]
-        print(az.summary(results["DMALA"]["idata"].sample_stats, var_names=stats).iloc[:, :4])
+        summary = az.summary(results["DMALA"]["sample_stats"], var_names=stats, kind="stats")
+        print(summary[STATS_COLUMNS].to_string())
 
 
 def results_table(results: dict, data: Data) -> list[str]:
     """Markdown rows: seconds, steps, training log-likelihood (second half of the draws), final
     test error, ESS of the training log-likelihood, ESS/s and its ratio to DiscreteGibbs's.
 
-    ``results[name]`` holds ``idata``, ``seconds``, ``steps``, ``train_ll`` (chains, draws) and
+    ``results[name]`` holds ``posterior``, ``seconds``, ``steps``, ``train_ll`` (chains, draws) and
     ``error`` (the test error after each draw, in time order).
     """
     import arviz as az
@@ -128,7 +139,7 @@ def results_table(results: dict, data: Data) -> list[str]:
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     ess = {
-        name: float(az.ess(r["idata"], var_names=["train_log_lik"])["train_log_lik"])
+        name: float(az.ess(r["posterior"], var_names=["train_log_lik"])["train_log_lik"])
         for name, r in results.items()
     }
     rate = {name: ess[name] / r["seconds"] for name, r in results.items()}

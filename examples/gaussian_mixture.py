@@ -30,6 +30,7 @@ import matplotlib
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+import xarray as xr
 from numpyro.infer import MCMC, NUTS, DiscreteHMCGibbs, Gibbs
 from numpyro.infer.gibbs import discrete_latent_sites
 
@@ -37,6 +38,10 @@ import numpyro_ext as nx
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+# arviz.summary's columns by name: ArviZ 0.2x and 1.x order them differently
+SUMMARY_COLUMNS = ["mean", "sd", "mcse_mean", "ess_bulk", "r_hat"]
+STATS_COLUMNS = ["mean", "sd"]  # a sampler statistic's mean and spread
 
 COMPONENTS = 3
 TRUE_LOCS, TRUE_WEIGHTS, TRUE_SCALE = np.array([-4.0, 0.0, 3.5]), np.array([0.3, 0.5, 0.2]), 1.0
@@ -86,14 +91,18 @@ def main() -> None:
         seconds = time.perf_counter() - start
         idata = nx.to_arviz(mcmc)
         locs = mcmc.get_samples(group_by_chain=True)["locs"]
-        idata.posterior["locs"] = (("chain", "draw", "component"), np.asarray(locs))
+        # a DataArray: a (dims, values) tuple is stored as one object in ArviZ 1.x's DataTree
+        idata.posterior["locs"] = xr.DataArray(
+            np.asarray(locs), dims=("chain", "draw", "component")
+        )
         results[name] = idata
         print(f"\n{name}: {seconds:.1f} s for {num_chains} chains x ({num_warmup} + {num_samples})")
         summary = az.summary(idata, var_names=["locs", "scale", "weights"])
-        print(summary.iloc[:, [0, 1, 2, 3, 5, 6, 8]].to_string())
+        print(summary[SUMMARY_COLUMNS].to_string())
         if fields:
             stats = ["dmala_acceptance_rate", "dmala_hamming_distance"]
-            print(az.summary(idata.sample_stats, var_names=stats).iloc[:, :4].to_string())
+            summary = az.summary(idata, group="sample_stats", var_names=stats, kind="stats")
+            print(summary[STATS_COLUMNS].to_string())
     print(f"\ntrue values: locs {TRUE_LOCS}, weights {TRUE_WEIGHTS}, scale {TRUE_SCALE}")
 
     idata = results["Gibbs(DMALA, NUTS)"]

@@ -34,6 +34,9 @@ import numpyro_ext as nx
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+# arviz.summary's columns by name: ArviZ 0.2x and 1.x order them differently
+SUMMARY_COLUMNS = ["mean", "sd", "mcse_mean", "ess_bulk", "r_hat"]
+
 
 def neighbour_sum(spins):
     """``sum over neighbouring pairs of s_i s_j`` on a periodic lattice (..., L, L)."""
@@ -83,8 +86,9 @@ def run(make, chain_method, size, coupling, num_warmup, num_samples, num_chains)
     bits = np.asarray(mcmc.get_samples(group_by_chain=True)["b"])
     seconds = time.perf_counter() - start
     energy, magnetisation = observables(bits)
-    idata = az.from_dict(posterior={"energy": energy, "abs_m": magnetisation})
-    return idata, seconds, bits
+    # a Dataset of (chain, draw) arrays: arviz.summary and arviz.ess read it on ArviZ 0.2x and 1.x
+    draws = az.convert_to_dataset({"energy": energy, "abs_m": magnetisation})
+    return draws, seconds, bits
 
 
 def main() -> None:
@@ -103,8 +107,8 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- |")
     for name, (make, method) in samplers().items():
         budget = small if name != "DiscreteGibbs" else (small[0] // 10, small[1] // 10, small[2])
-        idata, _, _ = run(make, method, 4, coupling, *budget)
-        summary = az.summary(idata)
+        draws, _, _ = run(make, method, 4, coupling, *budget)
+        summary = az.summary(draws)
         row = [name]
         for var, exact in (("energy", exact_energy), ("abs_m", exact_m)):
             mean, mcse = summary.loc[var, "mean"], summary.loc[var, "mcse_mean"]
@@ -117,14 +121,14 @@ def main() -> None:
         budget = (500, 5000, 4) if name != "DiscreteGibbs" else (20, 200, 4)
         if args.quick:
             budget = (20, 40, 4) if name != "DiscreteGibbs" else (2, 4, 4)
-        idata, seconds, bits = run(make, method, size, coupling, *budget)
-        results[name] = (idata, seconds, bits)
-        ess = az.ess(idata)["abs_m"].item()
+        draws, seconds, bits = run(make, method, size, coupling, *budget)
+        results[name] = (draws, seconds, bits)
+        ess = az.ess(draws)["abs_m"].item()
         print(f"{name}: {seconds:.1f} s, ESS of |m| {ess:.0f} ({ess / seconds:.1f} per second)")
-        print(az.summary(idata).iloc[:, [0, 1, 5, 6, 8]].to_string())
+        print(az.summary(draws)[SUMMARY_COLUMNS].to_string())
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2.2, 1]})
-    for name, (idata, seconds, _) in results.items():
-        trace = idata.posterior["abs_m"].values[0]
+    for name, (draws, seconds, _) in results.items():
+        trace = draws["abs_m"].values[0]
         axes[0].plot(np.linspace(0, seconds / 4, len(trace)), trace, lw=0.6, label=name)
     axes[0].set_xlabel("seconds (chain 0; a quarter of each run)")
     axes[0].set_ylabel("|m|")

@@ -158,7 +158,7 @@ def main() -> None:
     exact_mean = float((truth.sum(1) * np.arange(SIZE)).sum())  # the same in both coordinates
     posterior = {name: r["samples"][None].astype(float) for name, r in results.items()}
     summaries = [
-        az.summary(az.from_dict(posterior={name: draws}), kind="stats").assign(sampler=name)
+        az.summary(az.convert_to_dataset({name: draws}), kind="stats").assign(sampler=name)
         for name, draws in posterior.items()
     ]
     print(f"\nArviZ summary of theta (exact mean {exact_mean:.1f} in both coordinates)")

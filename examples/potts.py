@@ -34,6 +34,9 @@ import numpyro_ext as nx
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+# arviz.summary's columns by name: ArviZ 0.2x and 1.x order them differently
+SUMMARY_COLUMNS = ["mean", "sd", "mcse_mean", "ess_bulk", "r_hat"]
+
 COLOURS = 3
 CRITICAL = float(np.log(1 + np.sqrt(COLOURS)))
 
@@ -92,8 +95,9 @@ def run(name, size, coupling, num_warmup, num_samples, num_chains, seed=0):
     draws = np.asarray(mcmc.get_samples(group_by_chain=True))
     seconds = time.perf_counter() - start
     energy, agree = observables(draws)
-    idata = az.from_dict(posterior={"energy": energy, "corners_agree": agree})
-    return idata, seconds, draws
+    # a Dataset of (chain, draw) arrays: arviz.summary and arviz.ess read it on ArviZ 0.2x and 1.x
+    observed = az.convert_to_dataset({"energy": energy, "corners_agree": agree})
+    return observed, seconds, draws
 
 
 def main() -> None:
@@ -111,8 +115,8 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- |")
     budget = (200, 300, 2) if args.quick else (1000, 20_000, 4)
     for name in KERNELS:
-        idata, _, _ = run(name, 3, coupling, *budget)
-        summary = az.summary(idata)
+        observed, _, _ = run(name, 3, coupling, *budget)
+        summary = az.summary(observed)
         row = [name]
         for var, exact in (("energy", exact_energy), ("corners_agree", exact_agree)):
             mean, mcse = summary.loc[var, "mean"], summary.loc[var, "mcse_mean"]
@@ -123,16 +127,16 @@ def main() -> None:
     results = {}
     print(f"\n{size} x {size} lattice, J = {CRITICAL:.3f} (critical), 4 vectorised chains")
     for name in KERNELS:
-        idata, seconds, draws = run(name, size, CRITICAL, *budget)
-        results[name] = (idata, seconds, draws)
-        ess = az.ess(idata)["energy"].item()
+        observed, seconds, draws = run(name, size, CRITICAL, *budget)
+        results[name] = (observed, seconds, draws)
+        ess = az.ess(observed)["energy"].item()
         print(
             f"{name}: {seconds:.1f} s, ESS of the energy {ess:.0f} ({ess / seconds:.1f} per second)"
         )
-        print(az.summary(idata, var_names=["energy"]).iloc[:, [0, 1, 5, 6, 8]].to_string())
+        print(az.summary(observed, var_names=["energy"])[SUMMARY_COLUMNS].to_string())
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2.2, 1]})
-    for name, (idata, seconds, _) in results.items():
-        trace = idata.posterior["energy"].values[0]
+    for name, (observed, seconds, _) in results.items():
+        trace = observed["energy"].values[0]
         axes[0].plot(np.linspace(0, seconds, len(trace)), trace, lw=0.6, label=name)
     axes[0].set_xlabel("seconds (4 vectorised chains; chain 0 shown)")
     axes[0].set_ylabel("energy per site (J = 1)")

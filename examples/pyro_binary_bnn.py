@@ -30,6 +30,7 @@ import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
+import xarray as xr
 from pyro.infer import MCMC
 
 import pyro_ext as px
@@ -137,12 +138,19 @@ def sample_for(name, data: Data, hidden, num_chains, seconds, quick):
         f"({num_warmup} + {num_samples}) steps",
         flush=True,
     )
-    idata = az.concat([px.to_arviz(mcmc) for mcmc, _ in runs], dim="chain")
+    # each run is one chain: their sample_stats side by side (xarray.concat of Datasets, the
+    # same on ArviZ 0.2x and 1.x; 1.x has no arviz.concat)
+    exports = [px.to_arviz(mcmc) for mcmc, _ in runs]
+    sample_stats = None
+    if all("sample_stats" in idata for idata in exports):
+        sample_stats = xr.concat(
+            [az.convert_to_dataset(idata, group="sample_stats") for idata in exports], dim="chain"
+        ).assign_coords(chain=np.arange(num_chains))
     draws = {
         site: np.stack([mcmc.get_samples()[site].numpy() for mcmc, _ in runs])
         for site in ("b1", "b2")
     }
-    return draws, np.stack([stamps for _, stamps in runs]), idata, num_samples
+    return draws, np.stack([stamps for _, stamps in runs]), sample_stats, num_samples
 
 
 def evaluate(draws, times, data: Data):
@@ -178,13 +186,13 @@ def run_dataset(data: Data, hidden: int, args) -> None:
     )
     results = {}
     for name in args.samplers:
-        draws, times, idata, num_samples = sample_for(
+        draws, times, sample_stats, num_samples = sample_for(
             name, data, hidden, args.num_chains, args.seconds, args.quick
         )
         train_ll, error_times, error = evaluate(draws, times, data)
-        idata.posterior["train_log_lik"] = (("chain", "draw"), train_ll)
         results[name] = dict(
-            idata=idata,
+            posterior=az.convert_to_dataset({"train_log_lik": train_ll}),
+            sample_stats=sample_stats,
             times=times,
             train_ll=train_ll,
             error_times=error_times,

@@ -65,7 +65,7 @@ def main() -> None:
     print("component means (data: 12 points around -2.5, 28 around 2.0; labels may swap)")
     print(az.summary(idata, var_names=["locs"]))
     stats = ["dmala_acceptance_rate", "dmala_hamming_distance"]  # the discrete block's
-    print(az.summary(idata.sample_stats, var_names=stats))
+    print(az.summary(idata, group="sample_stats", var_names=stats))
 
     z = idata.posterior["z"].values.reshape(-1, y.shape[0])
     mode = (z.mean(0) > 0.5).astype(int)

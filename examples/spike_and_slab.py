@@ -38,6 +38,10 @@ import numpyro_ext as nx
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+# arviz.summary's columns by name: ArviZ 0.2x and 1.x order them differently
+SUMMARY_COLUMNS = ["mean", "sd", "mcse_mean", "ess_bulk", "r_hat"]
+STATS_COLUMNS = ["mean", "sd"]  # a sampler statistic's mean and spread
+
 
 def load_data():
     data = load_diabetes()
@@ -88,10 +92,11 @@ def main() -> None:
         idata = nx.to_arviz(mcmc)
         results[name] = idata
         print(f"\n{name}: {seconds:.1f} s for {num_chains} chains x ({num_warmup} + {num_samples})")
-        print(az.summary(idata, var_names=["gamma", "beta", "sigma"]).iloc[:, [0, 1, 5, 6, 8]])
+        print(az.summary(idata, var_names=["gamma", "beta", "sigma"])[SUMMARY_COLUMNS])
         if fields:
             stats = ["dmala_acceptance_rate", "dmala_hamming_distance", "nuts_diverging"]
-            print(az.summary(idata.sample_stats, var_names=stats).iloc[:, :4])
+            summary = az.summary(idata, group="sample_stats", var_names=stats, kind="stats")
+            print(summary[STATS_COLUMNS])
 
     print("\nposterior inclusion probabilities")
     print("| predictor | " + " | ".join(results) + " |")

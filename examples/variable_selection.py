@@ -44,6 +44,9 @@ import numpyro_ext as nx
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+# arviz.summary's columns by name: ArviZ 0.2x and 1.x order them differently
+SUMMARY_COLUMNS = ["mean", "sd", "mcse_mean", "ess_bulk", "r_hat"]
+
 PRIOR_INCLUSION = 0.1
 TAU2 = 1.0
 
@@ -113,11 +116,11 @@ def main() -> None:
         )
 
     summaries = [
-        az.summary(az.from_dict(posterior={"model_size": size})).rename(index={"model_size": name})
+        az.summary(az.convert_to_dataset({"model_size": size})).rename(index={"model_size": name})
         for name, (size, _) in sizes.items()
     ]
     print("\nArviZ summary of the model size (number of terms included), per sampler")
-    print(pd.concat(summaries).iloc[:, [0, 1, 5, 6, 8]].to_string())
+    print(pd.concat(summaries)[SUMMARY_COLUMNS].to_string())
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
     for name, (size, _) in sizes.items():

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from numpyro.infer import Gibbs
 
+from discrete_kernels.arviz_export import arviz_major, replace_sample_stats
 from discrete_kernels.stats import arviz_name, block_labels
 
 __all__ = ["gibbs_fields", "to_arviz"]
@@ -31,25 +32,32 @@ def gibbs_fields(kernel: Gibbs) -> tuple[str, ...]:
     return tuple(fields)
 
 
-def to_arviz(mcmc: Any, **kwargs: Any):
+def to_arviz(mcmc: Any, **kwargs: Any) -> Any:
     """``arviz.from_numpyro(mcmc)``, with each ``Gibbs`` block's statistics in
     ``sample_stats`` under the block's label (``dmala_acceptance_rate``, ``dmala_lp``,
     ``nuts_diverging``) when the run collected them with :func:`gibbs_fields`.
+
+    Works with ArviZ 0.2x and 1.x: the same groups and variable names on both.
 
     Parameters
     ----------
     mcmc : numpyro.infer.MCMC
         After ``run``.
     **kwargs
-        Passed to ``arviz.from_numpyro``.
+        Passed to ``arviz.from_numpyro``. ``log_likelihood`` defaults to ``True`` on both
+        ArviZ lines (0.2x's default; 1.x's own default leaves the group out).
 
     Returns
     -------
-    arviz.InferenceData
+    arviz.InferenceData or xarray.DataTree
+        ``InferenceData`` under ArviZ 0.2x, ``DataTree`` under ArviZ 1.x (read a group as
+        ``idata["sample_stats"]`` or ``idata.sample_stats`` on both).
     """
     import arviz as az
-    import xarray as xr
 
+    if arviz_major() >= 1:
+        # the same groups on both lines: 0.2x adds log_likelihood unless told not to
+        kwargs.setdefault("log_likelihood", True)
     idata = az.from_numpyro(mcmc, **kwargs)
     kernel = mcmc.sampler
     if not isinstance(kernel, Gibbs):
@@ -67,10 +75,5 @@ def to_arviz(mcmc: Any, **kwargs: Any):
         stats[f"{label}_{arviz_name(field)}"] = value
     if not stats:
         return idata
-    block_stats = az.dict_to_dataset(stats)
-    if "sample_stats" in idata.groups():
-        old = idata.sample_stats
-        old = old.drop_vars([v for v in old.data_vars if str(v).startswith("block_states.")])
-        block_stats = xr.merge([old, block_stats], combine_attrs="drop_conflicts")
-    idata.sample_stats = block_stats
-    return idata
+    # from_numpyro copies every extra field into sample_stats under its raw name
+    return replace_sample_stats(idata, stats, drop_prefix="block_states.")

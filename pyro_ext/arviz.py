@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from discrete_kernels.stats import arviz_name
+from discrete_kernels.arviz_export import from_arrays, stack_chain_statistics
 
 
-def to_arviz(mcmc: Any):
-    """InferenceData with the posterior and the per-draw sampler statistics.
+def to_arviz(mcmc: Any) -> Any:
+    """ArviZ data with the posterior and the per-draw sampler statistics.
 
     ``arviz.from_pyro`` keeps only divergences; this adds ``sample_stats`` with
     ``acceptance_rate``, ``accepted``, ``step_size``, ``lp`` and ``hamming_distance`` for every
     chain (collected by the kernels of this library, also from worker processes). Under
     :class:`pyro_ext.Gibbs` every block's statistics appear, prefixed by its label
-    (``dmala_acceptance_rate``, ``esh_hamiltonian_drift``).
+    (``dmala_acceptance_rate``, ``esh_hamiltonian_drift``). Works with ArviZ 0.2x and 1.x: the
+    same groups and variable names on both.
 
     Parameters
     ----------
@@ -25,10 +24,10 @@ def to_arviz(mcmc: Any):
 
     Returns
     -------
-    arviz.InferenceData
+    arviz.InferenceData or xarray.DataTree
+        ``InferenceData`` under ArviZ 0.2x, ``DataTree`` under ArviZ 1.x (read a group as
+        ``idata["sample_stats"]`` or ``idata.sample_stats`` on both).
     """
-    import arviz as az
-
     if not getattr(mcmc, "_samples", None):
         raise ValueError("to_arviz: this MCMC has no draws yet; call mcmc.run(...) first.")
     samples = mcmc.get_samples(group_by_chain=True)
@@ -40,12 +39,5 @@ def to_arviz(mcmc: Any):
     stats_by_chain = [(d or {}).get("sample_stats") for d in chain_diagnostics]
     sample_stats = None
     if all(stats is not None for stats in stats_by_chain):
-        present = [stats for stats in stats_by_chain if stats is not None]
-        sample_stats = {
-            arviz_name(name): np.stack([np.asarray(stats[name]) for stats in present])
-            for name in present[0]
-        }
-        for name, values in sample_stats.items():
-            if name == "accepted" or name.endswith("_accepted"):
-                sample_stats[name] = values.astype(bool)
-    return az.from_dict(posterior=posterior, sample_stats=sample_stats)
+        sample_stats = stack_chain_statistics([s for s in stats_by_chain if s is not None])
+    return from_arrays(posterior, sample_stats)

@@ -1,7 +1,12 @@
 """Suite-wide settings."""
 
+import importlib.util
 import os
 import tempfile
+
+# tests/pyro_ext needs torch (its conftest imports it); a NumPyro-only install, as in the
+# newest-stack CI job (scripts/ci_newest.sh), has none. The other Pyro tests skip themselves.
+collect_ignore = [] if importlib.util.find_spec("torch") else ["pyro_ext"]
 
 # Most tests compile small programs and run them briefly: LLVM's optimisation of the compiled
 # CPU code costs more than it saves there (measured: 11% off the NumPyro kernel tests). It does

@@ -94,23 +94,3 @@ def test_pyro_gibbs_keeps_every_blocks_statistics():
     assert stats["dmala_accepted"].dtype == bool
     assert stats["esh_hamiltonian_drift"].shape == (1, 30)
     assert "acceptance_rate" not in stats  # no unlabelled field: which block would it be?
-
-
-def test_numpyro_gibbs_statistics_reach_arviz():
-    """arviz.from_numpyro of a numpyro Gibbs run has no sample_stats at all."""
-    from numpyro.infer import NUTS, Gibbs
-    from numpyro.infer.gibbs import discrete_latent_sites
-
-    def model():
-        z = numpyro.sample("z", ndist.Bernoulli(0.5).expand([3]))
-        mu = numpyro.sample("mu", ndist.Normal(0.0, 1.0))
-        numpyro.sample("y", ndist.Normal(mu + z.sum(), 1.0), obs=1.0)
-
-    kernel = Gibbs([(nx.DMALA(model), discrete_latent_sites), (NUTS(model), None)])
-    mcmc = NMCMC(kernel, num_warmup=20, num_samples=30, progress_bar=False)
-    mcmc.run(jax.random.key(0), extra_fields=nx.gibbs_fields(kernel))
-    stats = nx.to_arviz(mcmc).sample_stats
-    for name in ("dmala_acceptance_rate", "dmala_step_size", "dmala_lp", "nuts_diverging"):
-        assert stats[name].shape == (1, 30), name
-    assert not [v for v in stats.data_vars if str(v).startswith("block_states")]
-    assert np.all(np.asarray(stats["dmala_lp"]) < 0)  # a log density of Bernoulli sites

@@ -1,6 +1,7 @@
 """Every example runs end to end in its reduced mode (``-m examples``, which CI runs after the
 default run: ``.ci/run``), and the benchmarks' smoke runs (``-m slow``)."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -44,6 +45,13 @@ EXTRA_ARGS = {
     "examples/pyro_binary_bnn.py": ["--dataset", "both"],
     "benchmarks/ising_numpyro.py": ["--repeats", "1"],
 }
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+#: scripts that need torch (Pyro): they skip where it is absent, as in the newest-stack CI job
+#: (scripts/ci_newest.sh), which installs no torch; change_point.py runs its NumPyro half there
+TORCH_EXAMPLES = {"examples/pyro_binary_bnn.py", "examples/pyro_mixture.py"}
+NEEDS_TORCH = pytest.mark.skipif(not HAS_TORCH, reason="needs torch (Pyro), not installed")
+if not HAS_TORCH:
+    EXTRA_ARGS["examples/change_point.py"] = ["--ppl", "numpyro"]
 #: scripts that write their figure to --out (the others write under examples/figures/)
 TAKES_OUT = {s for s in EXAMPLES if not Path(s).name.startswith("ebm_")}
 
@@ -55,7 +63,10 @@ def test_every_example_is_tested():
 
 @pytest.mark.parametrize(
     "script",
-    [pytest.param(s, marks=EXAMPLE) for s in EXAMPLES]
+    [
+        pytest.param(s, marks=[EXAMPLE, NEEDS_TORCH] if s in TORCH_EXAMPLES else EXAMPLE)
+        for s in EXAMPLES
+    ]
     + [pytest.param(s, marks=SLOW) for s in BENCHMARKS],
 )
 def test_script_runs(script, tmp_path):
