@@ -29,7 +29,7 @@ from .kernel import (
     StepNoise,
     StepParameters,
 )
-from .samplers import ab, acs, dlp, esh, gibbs, gwg
+from .samplers import ab, acs, dlp, esh, gibbs, gwg, plate_gibbs
 
 __version__ = "0.1.0"
 
@@ -54,6 +54,7 @@ __all__ = [
     "esh",
     "gibbs",
     "gwg",
+    "plate_gibbs",
     "precise_matmul",
     "sites",
     "warmup",

@@ -296,6 +296,9 @@ class Sampler:
       ``preconditioner``; :class:`discrete_kernels.sites.SiteOptions`) the kernel takes.
     - **uses_locals** - whether the step reads the leaves' local information (False: the
       drivers' ``local_fn`` returns the log density only, ``(f, ())``).
+    - **needs_plate_tables** - whether every leaf must be conditionally independent in its
+      coordinates with its exact table as local information (the drivers verify it at setup
+      and refuse a site that is not, with the reason).
     """
 
     name: ClassVar[str] = "sampler"
@@ -304,6 +307,7 @@ class Sampler:
     progress: ClassVar[tuple[tuple[str, str, str], ...]] = (("acc. prob", "accept_prob", ".2f"),)
     site_options: ClassVar[tuple[str, ...]] = ("exact_sites",)
     uses_locals: ClassVar[bool] = True
+    needs_plate_tables: ClassVar[bool] = False
 
     @property
     def auto_exact(self) -> bool:

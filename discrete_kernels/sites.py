@@ -23,11 +23,13 @@ from .local import local_delta
 from .validation import check_kernel_options, check_positive_array, check_site_names
 
 __all__ = [
+    "table_from_element_terms",
     "AUTO_EXACT_BUDGET",
     "EXACT",
     "FIRST_ORDER_NATS_LIMIT",
     "FIRST_ORDER_TV_LIMIT",
     "GRADIENT",
+    "PLATE",
     "ONE_HOT_GRADIENT",
     "PRIOR_DRAWS",
     "LeafSpec",
@@ -57,6 +59,9 @@ the start (each costs one gradient and ``16 S`` log densities per site, at setup
 GRADIENT = "gradient"  # d f / d value of the relaxed f; local has the leaf's shape
 ONE_HOT_GRADIENT = "one_hot_gradient"  # d f / d one-hot value; a table
 EXACT = "exact"  # f at every single-site change; a table
+# f at every single-site change, from S evaluations of the per-coordinate terms of a site whose
+# coordinates are conditionally independent given the rest (a plate); a table
+PLATE = "plate"
 
 FIRST_ORDER_TV_LIMIT = 0.3
 """Above this total variation the gradient's proposal is judged badly wrong for a site."""
@@ -82,6 +87,12 @@ class LeafSpec:
     @property
     def is_table(self) -> bool:
         return self.mode != GRADIENT
+
+    @property
+    def is_plate(self) -> bool:
+        """Whether the leaf's coordinates are conditionally independent given the rest
+        (verified at setup), so its table's rows are its coordinates' exact conditionals."""
+        return self.mode == PLATE
 
 
 def unwrap_distribution(fn: Any) -> Any:
@@ -378,6 +389,37 @@ def substitutions_at(domain: Domain, x: Array, flat_indices: Sequence[int]) -> A
     values = xp.astype(xp.arange(num_values, device=device) + domain.low, x.dtype)
     batch = xp.where(at_site[:, None, :], values[None, :, None], flat[None, None, :])
     return xp.reshape(batch, (chosen.shape[0] * num_values,) + tuple(x.shape))
+
+
+def table_from_element_terms(log_density: Array, terms: Array, x: Array, domain: Domain) -> Array:
+    """The exact table ``T[i, v] = f(x with x_i = v)`` of a conditionally independent leaf.
+
+    When the log density splits as ``f(x) = C + sum_i g_i(x_i)`` in the leaf's coordinates
+    (every term that depends on the leaf is indexed by its plate, the others do not depend on
+    it), ``f(x with x_i = v) = f(x) - g_i(x_i) + g_i(v)``: the ``S`` evaluations of ``g`` with
+    every coordinate set to ``v`` give all ``N x S`` single-site changes.
+
+    Parameters
+    ----------
+    log_density : scalar
+        ``f(x)``.
+    terms : array, shape (n..., S)
+        ``g_i(v)`` for every coordinate ``i`` and candidate ``v`` (``NaN`` counts as ``-inf``,
+        a value outside the support).
+    x : integer array, shape (n...)
+        The current values.
+    domain : Domain
+
+    Returns
+    -------
+    array, shape (n..., S)
+    """
+    xp = array_namespace(terms)
+    terms = xp.where(xp.isnan(terms), xp.full_like(terms, -xp.inf), terms)
+    values = xp.arange(terms.shape[-1], device=_device(terms)) + domain.low
+    at_current = values == xp.astype(x, values.dtype)[..., None]
+    current = xp.sum(xp.where(at_current, terms, xp.zeros_like(terms)), axis=-1)
+    return terms + (log_density - current)[..., None]
 
 
 def first_order_proposal_error(

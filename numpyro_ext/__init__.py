@@ -9,7 +9,7 @@ from discrete_kernels.domains import Binary, Categorical, Ordinal
 from .arviz import gibbs_fields, to_arviz
 from .driver import DiscreteKernel, DiscreteState
 from .esh import ESH, ESHState, JarzynskiResult, esh_jarzynski
-from .kernels import AB, ACS, DMALA, DULA, GWG
+from .kernels import AB, ACS, DMALA, DULA, GWG, PlateGibbs
 
 __all__ = [
     "AB",
@@ -25,6 +25,7 @@ __all__ = [
     "ESHState",
     "JarzynskiResult",
     "Ordinal",
+    "PlateGibbs",
     "esh_jarzynski",
     "gibbs_fields",
     "to_arviz",

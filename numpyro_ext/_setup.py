@@ -27,10 +27,12 @@ from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
+from ._plates import element_terms_fn, plate_dims, verify_plate_table
 from ._target import (
     EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
+    PLATE,
     LeafSpec,
     integer_bounds,
     leaf_specs_for_model,
@@ -53,6 +55,7 @@ class SiteSetup:
     - **treedef** - potential mode: the structure of the start values.
     - **potential_fn** / **prepared_model**, **enum** - what evaluates the log density.
     - **has_deterministic** - the model has deterministic sites (replayed after sampling).
+    - **plate_dims** - per plate-mode leaf, ``{plate name: dim}`` of its coordinates.
     """
 
     leaves: tuple[LeafSpec, ...]
@@ -64,6 +67,7 @@ class SiteSetup:
     prepared_model: Callable | None = None
     enum: bool = False
     has_deterministic: bool = False
+    plate_dims: dict = field(default_factory=dict)
 
     @property
     def names(self) -> list:
@@ -103,7 +107,21 @@ class SiteSetup:
         log_density = self.log_density_fn(model_args, model_kwargs)
         if not with_locals:
             return lambda leaves: (log_density(leaves), ())
-        return make_local_fn(log_density, self.leaves)
+        prepared = self.prepared_model
+        element_terms = {
+            j: element_terms_fn(
+                prepared,
+                self.names,
+                j,
+                self.plate_dims[s.name],
+                self.leaf_shapes[j],
+                model_args,
+                model_kwargs,
+            )
+            for j, s in enumerate(self.leaves)
+            if s.is_plate and prepared is not None
+        }
+        return make_local_fn(log_density, self.leaves, element_terms)
 
     def to_leaves(self, z: Any) -> tuple:
         """Internal leaves (categorical as indices) from user-facing values."""
@@ -219,15 +237,30 @@ def setup_model(
         enum=enum,
         has_deterministic=has_deterministic,
     )
+    structural = {} if enum else {s.name: plate_dims(model_trace[s.name]) for s in leaves}
     if options.auto_exact and sampler.auto_exact:
         key = tuple(site_shapes.items())
         decided = decisions.get(key)
         if decided is None:
+            plate_sites = {name for name, (_, reason) in structural.items() if reason is None}
             decided = _switch_badly_estimated_sites(
-                owner, setup, model, model_trace, model_args, model_kwargs
+                owner, setup, model, model_trace, model_args, model_kwargs, plate_sites
             )
             decisions[key] = decided
         leaves = decided
+    wanted = [
+        s.name
+        for s in leaves
+        if sampler.needs_plate_tables or (s.mode == EXACT and s.name in structural)
+    ]
+    dims: dict = {}
+    if wanted:
+        plate_key = ("plates", tuple(site_shapes.items()), tuple(wanted))
+        if plate_key not in decisions:
+            decisions[plate_key] = _plate_leaves(
+                owner, setup, leaves, structural, wanted, model, model_args, model_kwargs
+            )
+        leaves, dims = decisions[plate_key]
     sites = _sites(owner, leaves, setup.leaf_shapes, sampler, options, None)
     return SiteSetup(
         leaves,
@@ -237,11 +270,71 @@ def setup_model(
         prepared_model=prepared,
         enum=enum,
         has_deterministic=has_deterministic,
+        plate_dims=dims,
     )
 
 
+def _plate_leaves(
+    owner: str,
+    setup: SiteSetup,
+    leaves: tuple[LeafSpec, ...],
+    structural: dict,
+    wanted: Sequence[str],
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+) -> tuple[tuple[LeafSpec, ...], dict]:
+    """The leaves with the ``wanted`` ones in plate mode where their plates make their
+    coordinates conditionally independent (verified at a prior draw and a random state), and
+    their plate dims. A sampler that needs plate tables gets an error naming the site and the
+    reason otherwise; an exact site keeps its single-site table."""
+    out, dims = list(leaves), dict[str, dict]()
+    for j, spec in enumerate(leaves):
+        if spec.name not in wanted:
+            continue
+        leaf_dims, reason = structural.get(spec.name, ({}, "the model enumerates sites"))
+        if reason is None:
+            candidate = list(out)
+            candidate[j] = LeafSpec(spec.name, spec.domain, PLATE)
+            trial = SiteSetup(
+                tuple(candidate),
+                Sites.from_leaves(candidate),
+                setup.leaf_shapes,
+                **_rest(setup),
+                plate_dims={**dims, spec.name: leaf_dims},
+            )
+            point = prototype_trace(conditioned(model), random.key(0), model_args, model_kwargs)
+            values = tuple(
+                jnp.asarray(point[n]["value"], setup.site_dtypes[n]) for n in setup.names
+            )
+            reason = verify_plate_table(
+                candidate[j],
+                j,
+                values,
+                trial.local_fn(model_args, model_kwargs),
+                trial.log_density_fn(model_args, model_kwargs),
+            )
+        if reason is None:
+            out[j] = LeafSpec(spec.name, spec.domain, PLATE)
+            dims[spec.name] = leaf_dims
+        elif spec.mode != EXACT:  # a sampler that needs every site's plate table
+            raise ValueError(
+                f"{owner}: site {spec.name!r} is not conditionally independent in its "
+                f"coordinates: {reason}. Sample it with another kernel (a numpyro.infer.Gibbs "
+                "block of nx.GWG, nx.DMALA or NumPyro's DiscreteGibbs) and keep "
+                f"{owner} for the sites in plates."
+            )
+    return tuple(out), dims
+
+
 def _switch_badly_estimated_sites(
-    owner: str, setup: SiteSetup, model: Callable, model_trace: dict, model_args, model_kwargs
+    owner: str,
+    setup: SiteSetup,
+    model: Callable,
+    model_trace: dict,
+    model_args,
+    model_kwargs,
+    plate_sites: set | frozenset = frozenset(),
 ) -> tuple[LeafSpec, ...]:
     """``exact_sites="auto"``: at the start and a prior draw, compare each gradient site's
     first-order local differences with exact ones on a few coordinates; a site whose gradient
@@ -298,7 +391,7 @@ def _switch_badly_estimated_sites(
             return specs
         again = SiteSetup(switched, Sites.from_leaves(switched), setup.leaf_shapes, **_rest(setup))
         return _switch_badly_estimated_sites(
-            owner, again, model, model_trace, model_args, model_kwargs
+            owner, again, model, model_trace, model_args, model_kwargs, plate_sites
         )
     points = tuple(jnp.stack(parts) for parts in zip(*rows))
     f = jnp.stack([e[0] for e in evaluated])
@@ -316,7 +409,11 @@ def _switch_badly_estimated_sites(
                 np.asarray(tables[j][p], np.float64).reshape(len(chosen[j]), -1) - float(f[p]),
             )
         errors_by_point.append(errors)
-    sizes = [math.prod(shape) for shape in setup.leaf_shapes]
+    # a site in plates costs S evaluations of its terms per step, not N * S
+    sizes = [
+        1 if s.name in plate_sites else math.prod(shape)
+        for s, shape in zip(specs, setup.leaf_shapes)
+    ]
     return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, sizes)
 
 

@@ -22,10 +22,12 @@ from discrete_kernels.sites import (
     EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
+    PLATE,
     LeafSpec,
     check_discrete_sites,
     ordinal_from_bounds,
     single_site_substitutions,
+    table_from_element_terms,
     unsupported_site_error,
     unwrap_distribution,
     unwrap_support,
@@ -124,15 +126,20 @@ def leaf_specs_for_potential(domain: Any, treedef: Any, num_leaves: int) -> tupl
 
 
 def make_local_fn(
-    log_density: Callable[[tuple], jax.Array], specs: Sequence[LeafSpec]
+    log_density: Callable[[tuple], jax.Array],
+    specs: Sequence[LeafSpec],
+    element_terms: dict | None = None,
 ) -> Callable[[tuple], tuple[jax.Array, tuple]]:
     """``leaves -> (f, locals)`` for the core, from ``log_density(leaves) -> f``.
 
     Gradient leaves are differentiated as floats; one-hot leaves (potential mode) are passed
     to ``log_density`` as one-hot floats and differentiated there; exact leaves are
-    evaluated at every single-site substitution with ``vmap``.
+    evaluated at every single-site substitution with ``vmap``; plate leaves from their
+    per-coordinate terms (``element_terms[j]: leaves -> g`` of the leaf's shape) at each of
+    their ``S`` values, every coordinate at once.
     """
-    differentiable = [j for j, s in enumerate(specs) if s.mode != EXACT]
+    element_terms = {} if element_terms is None else element_terms
+    differentiable = [j for j, s in enumerate(specs) if s.mode not in (EXACT, PLATE)]
 
     def to_inputs(leaves: tuple, replaced: dict) -> tuple:
         out = list(leaves)
@@ -162,6 +169,8 @@ def make_local_fn(
         for j, g in zip(differentiable, grads):
             locals_[j] = g
         for j, spec in enumerate(specs):
+            if spec.mode == PLATE:
+                locals_[j] = _plate_table(f, leaves, j, spec.domain, element_terms[j])
             if spec.mode != EXACT:
                 continue
             x = leaves[j]
@@ -171,3 +180,15 @@ def make_local_fn(
         return f, tuple(locals_)
 
     return local_fn
+
+
+def _plate_table(f: jax.Array, leaves: tuple, j: int, domain: Domain, terms: Callable) -> jax.Array:
+    """The exact table of plate leaf ``j``: its terms with every coordinate at each value."""
+    x = leaves[j]
+    values = jnp.arange(domain.num_values, dtype=x.dtype) + jnp.asarray(domain.low, x.dtype)
+
+    def at(value: jax.Array) -> jax.Array:
+        return terms(leaves[:j] + (jnp.full(x.shape, value, x.dtype),) + leaves[j + 1 :])
+
+    by_value = jnp.moveaxis(jax.vmap(at)(values), 0, -1)  # (n..., S)
+    return table_from_element_terms(f, by_value, x, domain)

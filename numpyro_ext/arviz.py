@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,24 @@ def gibbs_fields(kernel: Gibbs) -> tuple[str, ...]:
     return tuple(fields)
 
 
+def _restore_numpyro_submodules() -> None:
+    """Set each imported ``numpyro.*`` submodule as an attribute of its parent package again.
+
+    ArviZ 1.x imports ``numpyro`` lazily (``importlib.util.LazyLoader``); when something else
+    imports it first, the lazy module's execution can drop the attributes its own imports set
+    (seen with ``import arviz; import jax; import numpyro.infer``: ``numpyro.infer.gibbs`` and
+    ``numpyro.infer.initialization`` missing), and ``arviz.from_numpyro`` then fails reading
+    ``numpyro.infer.initialization``. The submodules are in ``sys.modules``; only the
+    attributes are missing.
+    """
+    for name, module in list(sys.modules.items()):
+        parent, _, child = name.rpartition(".")
+        if module is None or not name.startswith("numpyro.") or parent not in sys.modules:
+            continue
+        if child not in vars(sys.modules[parent]):
+            setattr(sys.modules[parent], child, module)
+
+
 def to_arviz(mcmc: Any, **kwargs: Any) -> Any:
     """``arviz.from_numpyro(mcmc)``, with each ``Gibbs`` block's statistics in
     ``sample_stats`` under the block's label (``dmala_acceptance_rate``, ``dmala_lp``,
@@ -55,6 +74,7 @@ def to_arviz(mcmc: Any, **kwargs: Any) -> Any:
     """
     import arviz as az
 
+    _restore_numpyro_submodules()
     if arviz_major() >= 1:
         # the same groups on both lines: 0.2x adds log_likelihood unless told not to
         kwargs.setdefault("log_likelihood", True)

@@ -5,11 +5,11 @@ sampler spec, registered in one line. Their options are documented with the spec
 
 from __future__ import annotations
 
-from discrete_kernels.samplers import ab, acs, dlp, gwg
+from discrete_kernels.samplers import ab, acs, dlp, gwg, plate_gibbs
 
 from .driver import DiscreteKernel
 
-__all__ = ["AB", "ACS", "DMALA", "DULA", "GWG"]
+__all__ = ["AB", "ACS", "DMALA", "DULA", "GWG", "PlateGibbs"]
 
 
 class DMALA(DiscreteKernel, sampler=dlp.DMALA):
@@ -34,3 +34,8 @@ class ACS(DiscreteKernel, sampler=acs.ACS):
     tuning finished)."""
 
     schedule = DiscreteKernel.tuned_parameters
+
+
+class PlateGibbs(DiscreteKernel, sampler=plate_gibbs.PlateGibbs):
+    """NumPyro kernel of PlateGibbs (:class:`discrete_kernels.samplers.plate_gibbs.PlateGibbs`):
+    model mode only (the plates come from the model's trace)."""

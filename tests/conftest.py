@@ -8,6 +8,15 @@ import tempfile
 # newest-stack CI job (scripts/ci_newest.sh), has none. The other Pyro tests skip themselves.
 collect_ignore = [] if importlib.util.find_spec("torch") else ["pyro_ext"]
 
+# ArviZ 1.x imports numpyro lazily; imported in that state (arviz, then jax, then
+# numpyro.infer: the order test collection can take) numpyro.infer loses its submodule
+# attributes and arviz.from_numpyro fails (numpyro_ext/arviz.py repairs it for nx.to_arviz).
+# Users import numpyro before arviz; so do the tests.
+try:
+    import numpyro.infer  # noqa: F401
+except ImportError:  # a Pyro-only install
+    pass
+
 # Most tests compile small programs and run them briefly: LLVM's optimisation of the compiled
 # CPU code costs more than it saves there (measured: 11% off the NumPyro kernel tests). It does
 # not change what XLA computes, only how fast the machine code runs; subprocesses inherit it.

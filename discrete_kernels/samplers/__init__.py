@@ -9,10 +9,12 @@ phases.
 - :mod:`~discrete_kernels.samplers.acs` - automatic cyclical scheduling (with
   :mod:`~discrete_kernels.samplers.acs_schedule`);
 - :mod:`~discrete_kernels.samplers.gibbs` - single-site Gibbs;
+- :mod:`~discrete_kernels.samplers.plate_gibbs` - exact block Gibbs of conditionally
+  independent sites (plates);
 - :mod:`~discrete_kernels.samplers.esh` - ESH for continuous sites (with
   :mod:`~discrete_kernels.samplers.esh_dynamics`).
 """
 
-from . import ab, acs, dlp, esh, gibbs, gwg
+from . import ab, acs, dlp, esh, gibbs, gwg, plate_gibbs
 
-__all__ = ["ab", "acs", "dlp", "esh", "gibbs", "gwg"]
+__all__ = ["ab", "acs", "dlp", "esh", "gibbs", "gwg", "plate_gibbs"]

@@ -98,3 +98,29 @@ def test_a_kernel_alone_exports_as_from_numpyro_with_the_same_groups_on_both_lin
         stats.data_vars
     )
     assert group_dataset(idata, "log_likelihood")["y"].shape == (1, 15)
+
+
+_ARVIZ_FIRST = """
+import arviz, jax, numpyro.infer  # this order leaves numpyro.infer without its submodules
+import numpyro, numpyro.distributions as dist
+import numpyro_ext as nx
+
+def model():
+    numpyro.sample("x", dist.Bernoulli(0.4).expand([4]))
+
+mcmc = numpyro.infer.MCMC(nx.DMALA(model), num_warmup=5, num_samples=5, progress_bar=False)
+mcmc.run(jax.random.key(0))
+print(sorted(nx.to_arviz(mcmc)["sample_stats"].data_vars)[:1])
+"""
+
+
+def test_to_arviz_works_when_arviz_was_imported_before_numpyro():
+    """ArviZ 1.x's lazy import of numpyro, then jax, then numpyro.infer: numpyro.infer lacks
+    its submodule attributes and ``arviz.from_numpyro`` fails; ``nx.to_arviz`` repairs them."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _ARVIZ_FIRST], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]

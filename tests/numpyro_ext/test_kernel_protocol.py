@@ -155,11 +155,13 @@ def test_gibbs_block_refresh_uses_the_new_conditioning():
         mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
         numpyro.factor("f", 3.0 * mu * z)
 
-    kernel = nx.DMALA(model).wrap_model(numpyro.infer.gibbs.conditioned)
-    kwargs = numpyro.infer.gibbs.with_conditioning({}, {"mu": jnp.array(1.0)})
+    from numpyro.infer import gibbs  # (not numpyro.infer.gibbs: see numpyro_ext/arviz.py)
+
+    kernel = nx.DMALA(model).wrap_model(gibbs.conditioned)
+    kwargs = gibbs.with_conditioning({}, {"mu": jnp.array(1.0)})
     state = kernel.init(jax.random.key(0), 0, {"z": jnp.array(0)}, (), kwargs)
     assert np.isclose(float(state.local[0]), 3.0)
-    kwargs = numpyro.infer.gibbs.with_conditioning({}, {"mu": jnp.array(-2.0)})
+    kwargs = gibbs.with_conditioning({}, {"mu": jnp.array(-2.0)})
     state = kernel.refresh(state, (), kwargs)
     assert np.isclose(float(state.local[0]), -6.0)
 

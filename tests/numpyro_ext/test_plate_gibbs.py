@@ -1,0 +1,185 @@
+"""PlateGibbs and plate-mode exact tables in NumPyro: the table from S evaluations equals
+single-site changes, the kernel is exactly stationary (its transition matrix), matches exact
+posteriors alone and as a Gibbs block next to NUTS, and refuses a site whose coordinates are
+coupled; the test's power shown by forcing plate mode on a coupled site."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro.infer import MCMC, NUTS, Gibbs
+from numpyro.infer.gibbs import discrete_latent_sites
+
+import discrete_kernels as dk
+import numpyro_ext as nx
+from numpyro_ext import _plates
+
+from ..core.transition import spec_transition_matrix
+from ..mc import assert_mc_close
+
+W = np.array([1.0, -2.0, 1.5])
+Y = np.array([0.8, -1.4, 2.1])
+PRIOR = 0.4
+ITEM_SCORES = np.array([[0.0, 1.0, -1.0], [2.0, 0.0, 0.5], [-1.0, 0.3, 0.0]])
+
+
+def plate_model(y=Y):
+    """z_i ~ Bernoulli(0.4) and y_i ~ N(mu + w_i z_i, 1) per row: z conditionally independent."""
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("rows", 3):
+        z = numpyro.sample("z", dist.Bernoulli(PRIOR))
+        numpyro.sample("y", dist.Normal(mu + jnp.asarray(W) * z, 1.0), obs=y)
+
+
+def discrete_plate_model():
+    """Three categorical items, each with its own likelihood: independent given nothing."""
+    with numpyro.plate("items", 3):
+        c = numpyro.sample("c", dist.Categorical(jnp.array([0.2, 0.3, 0.5])))
+        numpyro.factor("lik", jnp.asarray(ITEM_SCORES)[jnp.arange(3), c])
+
+
+def coupled_model():
+    """A factor over the whole site couples the coordinates: not conditionally independent."""
+    with numpyro.plate("rows", 3):
+        z = numpyro.sample("z", dist.Bernoulli(0.5))
+    numpyro.factor("pair", 0.8 * z[0] * z[1] - 0.6 * z[1] * z[2])
+
+
+def exact_plate_model(y=Y):
+    """E z, E mu, E mu^2 of plate_model by enumerating z (conjugate in mu)."""
+    post = []
+    for z in itertools.product((0, 1), repeat=3):
+        z = np.array(z, float)
+        resid = y - W * z
+        prec = 1.0 + len(y)
+        mean = resid.sum() / prec
+        log_marg = (
+            -0.5 * np.sum(resid**2)
+            + 0.5 * mean**2 * prec
+            + np.sum(z * np.log(PRIOR) + (1 - z) * np.log(1 - PRIOR))
+        )
+        post.append((z, mean, 1.0 / prec, log_marg))
+    lm = np.array([p[3] for p in post])
+    w = np.exp(lm - lm.max())
+    w /= w.sum()
+    mean_z = sum(wi * p[0] for wi, p in zip(w, post))
+    mean_mu = sum(wi * p[1] for wi, p in zip(w, post))
+    second = sum(wi * (p[2] + p[1] ** 2) for wi, p in zip(w, post))
+    return mean_z, mean_mu, second
+
+
+def driver_setup(kernel):
+    kernel._setup = kernel._site_setup(jax.random.key(0), None, (), {})
+    return kernel._setup, kernel._local_fn((), {})
+
+
+def test_plate_table_costs_s_evaluations_and_equals_single_site_changes():
+    kernel = nx.PlateGibbs(discrete_plate_model)
+    setup, local_fn = driver_setup(kernel)
+    assert [s.mode for s in setup.leaves] == [dk.sites.PLATE]
+    x = jnp.array([0, 2, 1])
+    f, (table,) = local_fn((x,))
+    log_density = setup.log_density_fn((), {})
+    for i in range(3):
+        for v in range(3):
+            changed = x.at[i].set(v)
+            assert float(table[i, v]) == pytest.approx(float(log_density((changed,))), abs=1e-5)
+
+
+def test_plate_gibbs_is_exactly_stationary():
+    kernel = nx.PlateGibbs(discrete_plate_model)
+    setup, local_fn = driver_setup(kernel)
+    states = [(jnp.array(c),) for c in itertools.product(range(3), repeat=3)]
+    params = kernel.spec.parameters(())
+    p, _ = spec_transition_matrix(kernel.spec, states, local_fn, params, setup.sites)
+    log_density = setup.log_density_fn((), {})
+    logp = np.array([float(log_density(s)) for s in states])
+    pi = np.exp(logp - logp.max())
+    pi /= pi.sum()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-6)
+    assert np.max(np.abs(pi @ p - pi)) < 1e-6
+    assert np.all(np.diag(p) < 1.0)  # it moves
+
+
+def test_forcing_plate_mode_on_a_coupled_site_breaks_stationarity(monkeypatch):
+    """The power of the test above: with the setup's check bypassed, the block update of a
+    coupled site is not stationary (and the check refuses it: next test)."""
+    monkeypatch.setattr(nx.kernels.PlateGibbs, "needs_plate_tables", True, raising=False)
+    monkeypatch.setattr("numpyro_ext._setup.verify_plate_table", lambda *a, **k: None)
+    kernel = nx.PlateGibbs(coupled_model)
+    setup, local_fn = driver_setup(kernel)
+    states = [(jnp.array(z),) for z in itertools.product(range(2), repeat=3)]
+    p, _ = spec_transition_matrix(
+        kernel.spec, states, local_fn, kernel.spec.parameters(()), setup.sites
+    )
+    logp = np.array([float(setup.log_density_fn((), {})(s)) for s in states])
+    pi = np.exp(logp - logp.max())
+    pi /= pi.sum()
+    assert np.max(np.abs(pi @ p - pi)) > 1e-3
+
+
+def test_a_coupled_site_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="'z' is not conditionally independent.*outside its own"):
+        driver_setup(nx.PlateGibbs(coupled_model))
+    with pytest.raises(ValueError, match="'z' is not conditionally independent.*not a plate"):
+        driver_setup(nx.PlateGibbs(lambda: numpyro.sample("z", dist.Bernoulli(0.5).expand([3]))))
+
+
+def test_plate_gibbs_alone_matches_exact_marginals():
+    kernel = nx.PlateGibbs(discrete_plate_model)
+    setup, _ = driver_setup(nx.PlateGibbs(discrete_plate_model))
+    log_density = setup.log_density_fn((), {})
+    states = list(itertools.product(range(3), repeat=3))
+    logp = np.array([float(log_density((jnp.array(c),))) for c in states])
+    pi = np.exp(logp - logp.max())
+    pi /= pi.sum()
+    onehot = np.array([np.eye(3)[list(c)].ravel() for c in states])
+    mcmc = MCMC(
+        kernel,
+        num_warmup=50,
+        num_samples=2000,
+        num_chains=2,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(1))
+    c = np.asarray(mcmc.get_samples(group_by_chain=True)["c"])
+    got = np.eye(3)[c].reshape(c.shape[:2] + (9,))
+    assert_mc_close(got, pi @ onehot)
+    assert np.asarray(mcmc.get_extra_fields()["accepted"]).mean() > 0.5
+
+
+def test_plate_gibbs_as_a_gibbs_block_next_to_nuts_matches_the_exact_posterior():
+    kernel = Gibbs([(nx.PlateGibbs(plate_model), discrete_latent_sites), (NUTS(plate_model), None)])
+    mcmc = MCMC(kernel, num_warmup=300, num_samples=3000, progress_bar=False)
+    mcmc.run(jax.random.key(2))
+    samples = mcmc.get_samples(group_by_chain=True)
+    mean_z, mean_mu, second = exact_plate_model()
+    assert_mc_close(np.asarray(samples["z"], float), mean_z)
+    mu = np.asarray(samples["mu"], float)
+    assert_mc_close(np.stack([mu, mu**2], -1), np.array([mean_mu, second]))
+
+
+def test_exact_sites_on_a_plate_site_use_the_plate_table():
+    """DMALA with exact_sites on a plate site: the table from S evaluations, right answer."""
+    kernel = nx.DMALA(plate_model, exact_sites=["z"])
+    gibbs = Gibbs([(kernel, discrete_latent_sites), (NUTS(plate_model), None)])
+    mcmc = MCMC(gibbs, num_warmup=300, num_samples=3000, progress_bar=False)
+    mcmc.run(jax.random.key(3))
+    setup, _ = driver_setup(nx.DMALA(discrete_plate_model))  # categorical: exact by default
+    assert [s.mode for s in setup.leaves] == [dk.sites.PLATE]
+    mean_z, _, _ = exact_plate_model()
+    assert_mc_close(np.asarray(mcmc.get_samples(group_by_chain=True)["z"], float), mean_z)
+
+
+def test_plate_dims_reads_the_plates():
+    with numpyro.handlers.seed(rng_seed=0), numpyro.handlers.trace() as tr:
+        with numpyro.plate("a", 4, dim=-2), numpyro.plate("b", 3):
+            numpyro.sample("x", dist.Bernoulli(0.5))
+        numpyro.sample("e", dist.Bernoulli(0.5).expand([3]).to_event(1))
+    assert _plates.plate_dims(tr["x"]) == ({"a": -2, "b": -1}, None)
+    assert "event" in _plates.plate_dims(tr["e"])[1]
