@@ -30,6 +30,7 @@ __all__ = [
     "check_positive_array",
     "check_start_value",
     "check_symmetric_matrix",
+    "format_bytes",
     "movable_supports",
     "frozen_check_start",
     "no_move_message",
@@ -37,6 +38,32 @@ __all__ = [
 
 # ------------------------------------------------------------------------------------------
 # options
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes in the largest binary unit that keeps a number >= 1 (``4.0 GB``)."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024:
+            return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+def _as_scalar(value: Any) -> Any:
+    """A 0-d array (numpy, JAX, torch) of a real dtype as the Python number it holds, so that
+    ``step_size=jnp.array(0.5)`` is a number like ``0.5``; anything else unchanged (a 0-d
+    boolean array stays an array and is refused as a number)."""
+    shape = getattr(value, "shape", None)
+    if shape is None or tuple(shape) != () or isinstance(value, numbers.Number):
+        return value
+    dtype = str(getattr(value, "dtype", ""))
+    if "bool" in dtype or "complex" in dtype:
+        return value
+    try:
+        item = value.item()
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return value  # a traced value has no number yet: refused below as it is
+    return item if isinstance(item, (int, float)) else value
 
 
 def check_number(
@@ -53,6 +80,7 @@ def check_number(
 
     The default interval is ``(0, inf)``: a positive finite number.
     """
+    value = _as_scalar(value)
     is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
     if is_real:
         number = float(value)
@@ -69,6 +97,7 @@ def check_number(
 
 def check_int(owner: str, option: str, value: Any, *, minimum: int = 0) -> int:
     """An integer (Python or numpy, or an integral float; not a bool) ``>= minimum``."""
+    value = _as_scalar(value)
     ok = False
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         ok = True
@@ -367,17 +396,35 @@ def frozen_check_start(num_warmup: int) -> int:
     return num_warmup // 2
 
 
-def no_move_message(owner: str, sites: Sequence[Any], num_warmup: int, chains: Any = None) -> str:
+DISCRETE_NO_MOVE_CAUSES = (
+    "Likely causes: the gradient's estimate of the local differences is "
+    "badly wrong for these sites (pass exact_sites=[...] to evaluate them exactly), the "
+    "step size adapted to where only proposals equal to the current state are accepted "
+    "(the acceptance_rate statistic then looks healthy: compare it with accepted), or the "
+    "chain sits where no proposal has positive probability. The step_size, "
+    "acceptance_rate and accepted statistics show what the kernel tried."
+)
+
+ESH_NO_MOVE_CAUSES = (
+    "Likely causes: every orbit point but the start has a log density or gradient that is "
+    "-inf or NaN (the chain sits next to a region of zero density, or the model returns NaN "
+    "there), or the step size is far too long for the target's scale (pass a smaller "
+    "step_size). The max_weight_fraction statistic near 1 and moved false show it."
+)
+
+
+def no_move_message(
+    owner: str,
+    sites: Sequence[Any],
+    num_warmup: int,
+    chains: Any = None,
+    causes: str = DISCRETE_NO_MOVE_CAUSES,
+) -> str:
     """Warning text for a chain that made no move in the second half of its warmup."""
     which = "The chain" if chains is None else f"Chains {list(chains)}"
     window = num_warmup - frozen_check_start(num_warmup)
     return (
         f"{owner}: {which} made no move in the last {window} of its {num_warmup} warmup steps "
         f"on sites {list(sites)}; unless it starts moving again, every draw will equal its "
-        "current state. Likely causes: the gradient's estimate of the local differences is "
-        "badly wrong for these sites (pass exact_sites=[...] to evaluate them exactly), the "
-        "step size adapted to where only proposals equal to the current state are accepted "
-        "(the acceptance_rate statistic then looks healthy: compare it with accepted), or the "
-        "chain sits where no proposal has positive probability. The step_size, "
-        "acceptance_rate and accepted statistics show what the kernel tried."
+        f"current state. {causes}"
     )

@@ -234,7 +234,10 @@ def test_scalar_offset_path_matches_the_per_chain_path(exact):
 def _adapt(spec, state, drift, x, index, num_warmup):
     """The ESH adaptation after a draw of this drift that ended at ``x``."""
     feedback = Feedback(
-        ESHInfo(np.float64(drift), None, None), None, ESHChain(x, None, None), index
+        ESHInfo(np.float64(drift), None, None, None, np.float64(0.05)),
+        None,
+        ESHChain(x, None, None),
+        index,
     )
     return run_phases(spec.phases(num_warmup), state, feedback, dk.PYTHON_CONTROL)
 
