@@ -302,18 +302,41 @@ def _bounds(domain: Domain, like: Array, event_shape: tuple, batch_ndim: int):
     return lower, upper
 
 
-def check_initial_log_density(owner: str, log_density: Any, sites: Sequence[Any]) -> None:
+def check_initial_log_density(
+    owner: str, log_density: Any, sites: Sequence[Any], values: Any = None
+) -> None:
     """Refuse a start of zero (or NaN) probability: from there no proposal can be judged.
 
-    ``log_density`` is the scalar ``f`` at the start (a Python float or a 0-d array).
+    ``log_density`` is the scalar ``f`` at the start (a Python float or a 0-d array);
+    ``values`` (optional) the start values of ``sites`` (a sequence in the same order, or a
+    mapping by name), shown in the message.
     """
     value = float(log_density)
     if not math.isfinite(value):
+        shown = list(sites)
+        if values is not None:
+            if isinstance(values, Mapping):
+                values = [values[name] for name in sites]
+            shown = [f"{name!r} = {_short(v)}" for name, v in zip(sites, values)]
         raise ValueError(
-            f"{owner}: the log density at the start values of {list(sites)} is {value}; "
+            f"{owner}: the log density at the start values of {shown} is {value}; "
             "start from values of positive probability (check init_params / initial_params "
-            "and that the observed data are possible under the model)."
+            "and that the observed data are possible under the model). In a Gibbs block the "
+            "log density also depends on the other blocks' sites at their start values (a "
+            "continuous site drawn from its prior can start where a factor is -inf): give "
+            "them start values of positive density too."
         )
+
+
+def _short(value: Any) -> str:
+    """A start value for a message: a number, or a short array."""
+    try:
+        array = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
+    except (TypeError, ValueError, RuntimeError):
+        return repr(value)
+    if array.ndim == 0:
+        return f"{array.item():g}" if array.dtype.kind in "fiu" else str(array.item())
+    return np.array2string(array, threshold=8, precision=4)
 
 
 # ------------------------------------------------------------------------------------------

@@ -293,8 +293,12 @@ class DiscreteKernel(MCMCKernel):
         else:
             state = jax.jit(init_one)(rng_key, init_params)
         if not isinstance(state.potential_energy, jax.core.Tracer):
-            for energy in jnp.ravel(state.potential_energy):
-                checks.check_initial_log_density(self._name, -energy, setup.names)
+            energies = np.ravel(np.asarray(state.potential_energy))
+            for chain, energy in enumerate(energies):
+                if not np.isfinite(energy):
+                    leaves = setup.to_leaves(state.z)
+                    values = [x if energies.size == 1 else x[chain] for x in leaves]
+                    checks.check_initial_log_density(self._name, -energy, setup.names, values)
         self._sample_fn = self._make_sample_fn(vectorized)
         return state
 

@@ -270,7 +270,10 @@ class ESH(MCMCKernel):
         if bad.size:
             chain = int(bad[0])
             z = state.z if energies.size == 1 else jax.tree.map(lambda a: a[chain], state.z)
-            checks.check_initial_log_density("ESH", -energies[chain], _describe(names, z))
+            if self._inv_transforms is not None:  # shown in the model's (constrained) space
+                z = transform_fn(self._inv_transforms, z)
+            values = [z[n] for n in names] if isinstance(z, dict) else [z]
+            checks.check_initial_log_density("ESH", -energies[chain], names, values)
         if not np.all(np.isfinite(grads)):
             raise ValueError(
                 f"ESH: the gradient of the log density at the start values of "
@@ -351,13 +354,6 @@ class ESH(MCMCKernel):
             rng_key=rng_key,
             adapt_state=adapt,
         )
-
-
-def _describe(names: list, values: Any) -> list:
-    """Site names with their start values, for a message (``'x' = 2.0``)."""
-    if not isinstance(values, dict):
-        return [f"{names[0]} = {np.array2string(np.asarray(values), threshold=8)}"]
-    return [f"{n!r} = {np.array2string(np.asarray(values[n]), threshold=8)}" for n in names]
 
 
 class JarzynskiResult(NamedTuple):

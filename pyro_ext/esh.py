@@ -198,11 +198,10 @@ class ESH(MCMCKernel):
         (read on the host once per (re)start, like the discrete kernels' setup check)."""
         if not bool(torch.isfinite(chain.log_density)):
             transforms = self.transforms or {}
-            values = []
-            for n in self._names:  # in the model's (constrained) space
-                value = transforms[n].inv(params[n]) if n in transforms else params[n]
-                values.append(f"{n!r} = {value.detach().cpu().numpy()!s}")
-            checks.check_initial_log_density("ESH", chain.log_density, values)
+            values = [  # in the model's (constrained) space
+                transforms[n].inv(params[n]) if n in transforms else params[n] for n in self._names
+            ]
+            checks.check_initial_log_density("ESH", chain.log_density, self._names, values)
         if not bool(torch.isfinite(chain.grad).all()):
             raise ValueError(
                 f"ESH: the gradient of the log density at the start values of {self._names} "

@@ -282,8 +282,10 @@ def esh_trajectory(
 
     def fraction(log_top, log_total):
         # 1 where nothing was usable (the paper's reservoir without a finite point)
-        top = xp.exp(log_top - xp.where(xp.isfinite(log_total), log_total, log_top))
-        return xp.where(xp.isfinite(log_total) & xp.isfinite(top), top, xp.ones_like(top))
+        finite = xp.isfinite(log_total) & xp.isfinite(log_top)
+        zero = xp.zeros_like(log_total)
+        top = xp.exp(xp.where(finite, log_top, zero) - xp.where(finite, log_total, zero))
+        return xp.where(finite, top, xp.ones_like(top))
 
     # the start is a candidate of the exact kernel (weight 1), not of the paper's reservoir
     log_total = zero if exact else xp.full_like(zero, -math.inf)
