@@ -29,6 +29,7 @@ __all__ = [
     "check_number",
     "check_positive_array",
     "check_start_value",
+    "check_step_arguments",
     "check_symmetric_matrix",
     "format_bytes",
     "movable_supports",
@@ -300,6 +301,33 @@ def _bounds(domain: Domain, like: Array, event_shape: tuple, batch_ndim: int):
     lower = xp.broadcast_to(xp.asarray(lower, device=device), event_shape) if event_shape else lower
     upper = xp.broadcast_to(xp.asarray(upper, device=device), event_shape) if event_shape else upper
     return lower, upper
+
+
+def check_step_arguments(
+    owner: str, leaves: Sequence[Array], uniforms: Sequence[Array], step_size: Any
+) -> None:
+    """A core step's own arguments, checked where it costs nothing (shapes and types at trace
+    time; the step size only when it is a concrete number): one uniform array per leaf of the
+    leaf's shape, from the leaves' array library, and a positive finite step size."""
+    if len(uniforms) != len(leaves):
+        raise ValueError(
+            f"{owner}: got {len(uniforms)} arrays of proposal uniforms for {len(leaves)} leaves; "
+            "give one per leaf (the shapes of the sampler's noise_shapes)."
+        )
+    for index, (x, u) in enumerate(zip(leaves, uniforms)):
+        if tuple(u.shape) != tuple(x.shape):
+            raise ValueError(
+                f"{owner}: the proposal uniforms of leaf {index} have shape {tuple(u.shape)}; "
+                f"expected {tuple(x.shape)}, one per coordinate (noise_shapes)."
+            )
+        if array_namespace(u) is not array_namespace(x):
+            raise TypeError(
+                f"{owner}: the proposal uniforms of leaf {index} are {type(u).__name__} but the "
+                f"state is {type(x).__name__}; draw the noise with the state's array library."
+            )
+    number = _as_scalar(step_size)
+    if isinstance(number, numbers.Real) and not (math.isfinite(number) and number > 0):
+        raise ValueError(f"{owner}: step_size must be a positive finite number, got {number!r}.")
 
 
 def check_initial_log_density(

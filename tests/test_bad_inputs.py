@@ -632,7 +632,53 @@ ROUND3_ERRORS = {
         lambda: nx.ESH(n_walled, num_steps=10**9),
         "num_steps=1000000000 needs 1000000000 uniforms .*3.7 GB.* at most 1048576",
     ),
+    "Ordinal(nan)": (lambda: Ordinal(float("nan")), "Ordinal\\(num_values=nan\\): num_values must"),
+    "potential mode names the dict key": (
+        lambda: _n_run(
+            nx.DMALA(potential_fn=lambda z: -jnp.sum(z["bits"]) * 0.1, domain=nx.Binary()),
+            init_params={"bits": jnp.full(4, 2.0)},
+        ),
+        "start value of site 'bits' has entries outside",
+    ),
+    "dlp_step with 3 uniforms for 4 coordinates": (
+        lambda: _core_dlp_step(np.full(3, 0.5), 0.5),
+        "dlp_step: the proposal uniforms of leaf 0 have shape \\(3,\\); expected \\(4,\\)",
+    ),
+    "dlp_step with step_size -1": (
+        lambda: _core_dlp_step(np.full(4, 0.5), -1.0),
+        "dlp_step: step_size must be a positive finite number, got -1.0",
+    ),
+    "dlp_step with step_size nan": (
+        lambda: _core_dlp_step(np.full(4, 0.5), float("nan")),
+        "dlp_step: step_size must be a positive finite number, got nan",
+    ),
 }
+
+
+def _core_dlp_step(uniforms, step_size, state_lib=np):
+    from discrete_kernels import Binary
+    from discrete_kernels.kernel import ChainState
+    from discrete_kernels.samplers import dlp
+
+    def local_fn(leaves):
+        return -(leaves[0] ** 2).sum() * 0.1, (-0.2 * leaves[0],)
+
+    x = (state_lib.zeros(4),)
+    state = ChainState(x, *local_fn(x))
+    return dlp.dlp_step(
+        state,
+        (uniforms,),
+        0.3,
+        local_fn=local_fn,
+        domains=[Binary()],
+        is_table=[False],
+        step_size=step_size,
+    )
+
+
+def test_core_step_refuses_noise_from_another_array_library():
+    with pytest.raises(TypeError, match="uniforms of leaf 0 are ndarray but the state is Tensor"):
+        _core_dlp_step(np.full(4, 0.5), 0.5, state_lib=torch)
 
 
 @pytest.mark.parametrize("case", list(ROUND3_ERRORS))
