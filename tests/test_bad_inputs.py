@@ -701,3 +701,182 @@ def test_zero_dimensional_arrays_are_numbers(build):
     """step_size=jnp.array(0.5) was refused as "not a positive number"."""
     kernel = build()
     assert float(kernel.spec.step_size) == 0.5 if hasattr(kernel, "spec") else True
+
+
+# ------------------------------------------------------------------------------ EBM trainers
+
+optax = pytest.importorskip("optax")
+
+
+def _n_train(energy, params, data, method=None, lr=0.01, num_steps=2):
+    from numpyro_ext import ebm
+
+    return ebm.train(
+        energy,
+        params,
+        data,
+        optimizer=optax.sgd(lr),
+        method=method if method is not None else ebm.CD(k=1, sampler=ebm.SiteGibbs()),
+        num_steps=num_steps,
+        batch_size=4,
+        rng_key=jax.random.key(0),
+        progress_bar=False,
+    )
+
+
+def _p_train(energy, data, method=None, lr=0.01):
+    from pyro_ext import ebm
+
+    return ebm.train(
+        energy,
+        data,
+        optimizer=torch.optim.SGD(energy.parameters(), lr=lr),
+        method=method if method is not None else ebm.CD(k=1, sampler=ebm.SiteGibbs()),
+        num_steps=2,
+        batch_size=4,
+        progress_bar=False,
+    )
+
+
+def _nebm():
+    from numpyro_ext import ebm
+
+    return ebm
+
+
+def _pebm():
+    from pyro_ext import ebm
+
+    return ebm
+
+
+DATA9 = (np.arange(20 * 9).reshape(20, 9) % 3 == 0).astype(np.float32)
+
+
+def _ising_params():
+    return {"w": jnp.zeros((9, 9))}
+
+
+def _sum_energy(params, x):
+    return -jnp.sum(x @ params["w"] * x)  # the batch's sum: a scalar
+
+
+def _wide_energy(params, x):
+    return jnp.stack([-(x @ params["w"] * x).sum(-1)] * 3, -1)  # (N, 3)
+
+
+def _rbm_n(nv, nh):
+    from numpyro_ext import ebm
+
+    rbm = ebm.RBM(nv, nh)
+    return rbm, rbm.init(jax.random.key(0))
+
+
+EBM_ERRORS = {
+    "numpyro energy returns the batch sum (SiteGibbs)": (
+        lambda: _n_train(_sum_energy, _ising_params(), DATA9),
+        "energy must return one value per data row, shape \\(2,\\).* got shape \\(\\)",
+    ),
+    "numpyro energy returns the batch sum (DMALA)": (
+        lambda: _n_train(
+            _sum_energy,
+            _ising_params(),
+            DATA9,
+            method=_nebm().PCD(sampler=nx.DMALA(step_size=0.2), steps=1),
+        ),
+        "energy must return one value per data row",
+    ),
+    "numpyro energy returns (N, 3)": (
+        lambda: _n_train(_wide_energy, _ising_params(), DATA9),
+        "shape \\(2,\\) for a batch of 2; got shape \\(2, 3\\)",
+    ),
+    "numpyro RBM(16, 8) on 9 columns": (
+        lambda: _n_train(*_rbm_n(16, 8), DATA9),
+        "RBM has 16 visible units but the data have 9 columns",
+    ),
+    "numpyro empty data": (
+        lambda: _n_train(_wide_energy, _ising_params(), np.zeros((0, 9))),
+        "data has shape \\(0, 9\\); give at least one row",
+    ),
+    "numpyro NaN learning rate": (
+        lambda: _n_train(*_rbm_n(9, 4), DATA9, lr=float("nan")),
+        "parameters are NaN or infinite after the first 1 update",
+    ),
+    "numpyro PCD sampler built with a model": (
+        lambda: _n_train(
+            *_rbm_n(9, 4),
+            DATA9,
+            method=_nebm().PCD(sampler=nx.DMALA(n_bits), steps=1),
+        ),
+        "sampler was built with a model or potential_fn",
+    ),
+    "pyro RBM(16, 8) on 9 columns": (
+        lambda: _p_train(_pebm().RBM(16, 8), DATA9),
+        "RBM has 16 visible units but the data have 9 columns",
+    ),
+    "pyro energy returns the batch sum": (
+        lambda: _p_train(_PSum(), DATA9),
+        "shape \\(2,\\) for a batch of 2; got shape \\(\\)",
+    ),
+    "pyro empty data": (
+        lambda: _p_train(_pebm().RBM(9, 4), np.zeros((0, 9))),
+        "data has shape \\(0, 9\\)",
+    ),
+    "pyro NaN learning rate": (
+        lambda: _p_train(_pebm().RBM(9, 4), DATA9, lr=float("nan")),
+        "parameters are NaN or infinite after the first 1 update",
+    ),
+    "pyro PCD sampler built with a model": (
+        lambda: _p_train(
+            _pebm().RBM(9, 4),
+            DATA9,
+            method=_pebm().PCD(sampler=px.DMALA(p_bits), steps=1),
+        ),
+        "sampler was built with a model or potential_fn",
+    ),
+}
+
+
+class _PSum(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(9, 9))
+
+    def forward(self, x):
+        return -((x @ self.w) * x).sum()
+
+
+@pytest.mark.parametrize("case", list(EBM_ERRORS))
+def test_ebm_trainer_bad_input_gives_a_clear_error(case):
+    action, message = EBM_ERRORS[case]
+    with pytest.raises(ValueError, match=message):
+        action()
+
+
+def test_ebm_trainer_refuses_random_bad_inputs():
+    """Property test: random bad inputs (energy output shapes, data widths, empty data,
+    non-finite learning rates), each refused with a ValueError that starts with ``train:``."""
+    rng = np.random.default_rng(33)
+    for _ in range(12):
+        d = int(rng.integers(2, 7))
+        data = (rng.uniform(size=(int(rng.integers(3, 9)), d)) < 0.5).astype(np.float32)
+        params = {"w": jnp.zeros((d, d))}
+        kind = rng.choice(["sum", "mean", "wide", "rbm_width", "empty", "lr"])
+        if kind == "sum":
+            args = (_sum_energy, params, data)
+        elif kind == "mean":
+            args = (lambda p, x: -jnp.mean(x @ p["w"] * x), params, data)
+        elif kind == "wide":
+            k = int(rng.integers(2, 5))
+            args = (lambda p, x, k=k: jnp.stack([(x @ p["w"] * x).sum(-1)] * k, -1), params, data)
+        elif kind == "rbm_width":
+            args = (*_rbm_n(d + int(rng.integers(1, 4)), 3), data)
+        elif kind == "empty":
+            args = (*_rbm_n(d, 3), data[:0])
+        else:
+            lr = float(rng.choice([np.nan, np.inf]))
+            with pytest.raises(ValueError, match="^train: "):
+                _n_train(*_rbm_n(d, 3), data, lr=lr)
+            continue
+        with pytest.raises(ValueError, match="^train: "):
+            _n_train(*args)
