@@ -142,7 +142,8 @@ def _is_integer(value: Any) -> bool:
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return False
-    return math.isfinite(float(value)) and float(value) == int(value)
+    number = float(value)
+    return math.isfinite(number) and number == int(number)
 
 
 def as_domain(domain: Any, where: str = "domain") -> Domain:

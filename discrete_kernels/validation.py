@@ -326,7 +326,9 @@ def check_step_arguments(
                 f"state is {type(x).__name__}; draw the noise with the state's array library."
             )
     number = _as_scalar(step_size)
-    if isinstance(number, numbers.Real) and not (math.isfinite(number) and number > 0):
+    if isinstance(number, numbers.Real) and not (
+        math.isfinite(float(number)) and float(number) > 0
+    ):
         raise ValueError(f"{owner}: step_size must be a positive finite number, got {number!r}.")
 
 

@@ -327,7 +327,7 @@ def esh_trajectory(
             num_steps - backward_steps, leg(1), carry
         )
         return sample, ESHTrajectoryInfo(drift, selected, fraction(log_top, log_total))
-    carry = (
+    both: Any = (
         flipped,
         start,
         alive,
@@ -339,7 +339,7 @@ def esh_trajectory(
         selected,
         xp.asarray(0, device=_device(start.x)),
     )
-    _, _, _, _, sample, log_total, log_top, drift, selected, _ = run(num_steps, body, carry)
+    _, _, _, _, sample, log_total, log_top, drift, selected, _ = run(num_steps, body, both)
     return sample, ESHTrajectoryInfo(drift, selected, fraction(log_top, log_total))
 
 
