@@ -307,7 +307,7 @@ def check_step_arguments(
     owner: str, leaves: Sequence[Array], uniforms: Sequence[Array], step_size: Any
 ) -> None:
     """A core step's own arguments, checked where it costs nothing (shapes and types at trace
-    time; the step size only when it is a concrete number): one uniform array per leaf of the
+    time; the step size only when it is a Python or numpy number): one uniform array per leaf of the
     leaf's shape, from the leaves' array library, and a positive finite step size."""
     if len(uniforms) != len(leaves):
         raise ValueError(
@@ -325,11 +325,11 @@ def check_step_arguments(
                 f"{owner}: the proposal uniforms of leaf {index} are {type(u).__name__} but the "
                 f"state is {type(x).__name__}; draw the noise with the state's array library."
             )
-    number = _as_scalar(step_size)
-    if isinstance(number, numbers.Real) and not (
-        math.isfinite(float(number)) and float(number) > 0
+    # only a Python or numpy number: reading an array's value would wait for its device
+    if isinstance(step_size, numbers.Real) and not (
+        math.isfinite(float(step_size)) and float(step_size) > 0
     ):
-        raise ValueError(f"{owner}: step_size must be a positive finite number, got {number!r}.")
+        raise ValueError(f"{owner}: step_size must be a positive finite number, got {step_size!r}.")
 
 
 def check_initial_log_density(
