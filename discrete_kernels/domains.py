@@ -8,6 +8,8 @@ potential mode). Every coordinate of a leaf shares its domain. Values are stored
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,11 +68,11 @@ class Ordinal:
     upper: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if int(self.num_values) != self.num_values or self.num_values < 2:
+        if not _is_integer(self.num_values) or self.num_values < 2:
             raise ValueError(
                 f"Ordinal(num_values={self.num_values!r}): num_values must be an integer >= 2."
             )
-        if int(self.low) != self.low:
+        if not _is_integer(self.low):
             raise ValueError(f"Ordinal(low={self.low!r}): low must be an integer.")
         if self.num_values > MAX_NUM_VALUES:
             raise ValueError(
@@ -120,7 +122,7 @@ class Categorical:
     num_values: int
 
     def __post_init__(self) -> None:
-        if int(self.num_values) != self.num_values or self.num_values < 2:
+        if not _is_integer(self.num_values) or self.num_values < 2:
             raise ValueError(
                 f"Categorical(num_values={self.num_values!r}): num_values must be an integer >= 2."
             )
@@ -131,6 +133,17 @@ class Categorical:
 
 
 Domain = Binary | Ordinal | Categorical
+
+
+def _is_integer(value: Any) -> bool:
+    """An integral real number (not a bool; NaN and infinities are not integers); a 0-d array
+    counts as the number it holds."""
+    if getattr(value, "shape", None) == () and hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    number = float(value)
+    return math.isfinite(number) and number == int(number)
 
 
 def as_domain(domain: Any, where: str = "domain") -> Domain:

@@ -29,7 +29,9 @@ __all__ = [
     "check_number",
     "check_positive_array",
     "check_start_value",
+    "check_step_arguments",
     "check_symmetric_matrix",
+    "format_bytes",
     "movable_supports",
     "frozen_check_start",
     "no_move_message",
@@ -37,6 +39,32 @@ __all__ = [
 
 # ------------------------------------------------------------------------------------------
 # options
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes in the largest binary unit that keeps a number >= 1 (``4.0 GB``)."""
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024:
+            return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+def _as_scalar(value: Any) -> Any:
+    """A 0-d array (numpy, JAX, torch) of a real dtype as the Python number it holds, so that
+    ``step_size=jnp.array(0.5)`` is a number like ``0.5``; anything else unchanged (a 0-d
+    boolean array stays an array and is refused as a number)."""
+    shape = getattr(value, "shape", None)
+    if shape is None or tuple(shape) != () or isinstance(value, numbers.Number):
+        return value
+    dtype = str(getattr(value, "dtype", ""))
+    if "bool" in dtype or "complex" in dtype:
+        return value
+    try:
+        item = value.item()
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return value  # a traced value has no number yet: refused below as it is
+    return item if isinstance(item, (int, float)) else value
 
 
 def check_number(
@@ -53,6 +81,7 @@ def check_number(
 
     The default interval is ``(0, inf)``: a positive finite number.
     """
+    value = _as_scalar(value)
     is_real = isinstance(value, numbers.Real) and not isinstance(value, bool)
     if is_real:
         number = float(value)
@@ -69,6 +98,7 @@ def check_number(
 
 def check_int(owner: str, option: str, value: Any, *, minimum: int = 0) -> int:
     """An integer (Python or numpy, or an integral float; not a bool) ``>= minimum``."""
+    value = _as_scalar(value)
     ok = False
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         ok = True
@@ -273,18 +303,70 @@ def _bounds(domain: Domain, like: Array, event_shape: tuple, batch_ndim: int):
     return lower, upper
 
 
-def check_initial_log_density(owner: str, log_density: Any, sites: Sequence[Any]) -> None:
+def check_step_arguments(
+    owner: str, leaves: Sequence[Array], uniforms: Sequence[Array], step_size: Any
+) -> None:
+    """A core step's own arguments, checked where it costs nothing (shapes and types at trace
+    time; the step size only when it is a Python or numpy number): one uniform array per leaf of the
+    leaf's shape, from the leaves' array library, and a positive finite step size."""
+    if len(uniforms) != len(leaves):
+        raise ValueError(
+            f"{owner}: got {len(uniforms)} arrays of proposal uniforms for {len(leaves)} leaves; "
+            "give one per leaf (the shapes of the sampler's noise_shapes)."
+        )
+    for index, (x, u) in enumerate(zip(leaves, uniforms)):
+        if tuple(u.shape) != tuple(x.shape):
+            raise ValueError(
+                f"{owner}: the proposal uniforms of leaf {index} have shape {tuple(u.shape)}; "
+                f"expected {tuple(x.shape)}, one per coordinate (noise_shapes)."
+            )
+        if array_namespace(u) is not array_namespace(x):
+            raise TypeError(
+                f"{owner}: the proposal uniforms of leaf {index} are {type(u).__name__} but the "
+                f"state is {type(x).__name__}; draw the noise with the state's array library."
+            )
+    # only a Python or numpy number: reading an array's value would wait for its device
+    if isinstance(step_size, numbers.Real) and not (
+        math.isfinite(float(step_size)) and float(step_size) > 0
+    ):
+        raise ValueError(f"{owner}: step_size must be a positive finite number, got {step_size!r}.")
+
+
+def check_initial_log_density(
+    owner: str, log_density: Any, sites: Sequence[Any], values: Any = None
+) -> None:
     """Refuse a start of zero (or NaN) probability: from there no proposal can be judged.
 
-    ``log_density`` is the scalar ``f`` at the start (a Python float or a 0-d array).
+    ``log_density`` is the scalar ``f`` at the start (a Python float or a 0-d array);
+    ``values`` (optional) the start values of ``sites`` (a sequence in the same order, or a
+    mapping by name), shown in the message.
     """
     value = float(log_density)
     if not math.isfinite(value):
+        shown = list(sites)
+        if values is not None:
+            if isinstance(values, Mapping):
+                values = [values[name] for name in sites]
+            shown = [f"{name!r} = {_short(v)}" for name, v in zip(sites, values)]
         raise ValueError(
-            f"{owner}: the log density at the start values of {list(sites)} is {value}; "
+            f"{owner}: the log density at the start values of {shown} is {value}; "
             "start from values of positive probability (check init_params / initial_params "
-            "and that the observed data are possible under the model)."
+            "and that the observed data are possible under the model). In a Gibbs block the "
+            "log density also depends on the other blocks' sites at their start values (a "
+            "continuous site drawn from its prior can start where a factor is -inf): give "
+            "them start values of positive density too."
         )
+
+
+def _short(value: Any) -> str:
+    """A start value for a message: a number, or a short array."""
+    try:
+        array = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
+    except (TypeError, ValueError, RuntimeError):
+        return repr(value)
+    if array.ndim == 0:
+        return f"{array.item():g}" if array.dtype.kind in "fiu" else str(array.item())
+    return np.array2string(array, threshold=8, precision=4)
 
 
 # ------------------------------------------------------------------------------------------
@@ -367,17 +449,35 @@ def frozen_check_start(num_warmup: int) -> int:
     return num_warmup // 2
 
 
-def no_move_message(owner: str, sites: Sequence[Any], num_warmup: int, chains: Any = None) -> str:
+DISCRETE_NO_MOVE_CAUSES = (
+    "Likely causes: the gradient's estimate of the local differences is "
+    "badly wrong for these sites (pass exact_sites=[...] to evaluate them exactly), the "
+    "step size adapted to where only proposals equal to the current state are accepted "
+    "(the acceptance_rate statistic then looks healthy: compare it with accepted), or the "
+    "chain sits where no proposal has positive probability. The step_size, "
+    "acceptance_rate and accepted statistics show what the kernel tried."
+)
+
+ESH_NO_MOVE_CAUSES = (
+    "Likely causes: every orbit point but the start has a log density or gradient that is "
+    "-inf or NaN (the chain sits next to a region of zero density, or the model returns NaN "
+    "there), or the step size is far too long for the target's scale (pass a smaller "
+    "step_size). The max_weight_fraction statistic near 1 and moved false show it."
+)
+
+
+def no_move_message(
+    owner: str,
+    sites: Sequence[Any],
+    num_warmup: int,
+    chains: Any = None,
+    causes: str = DISCRETE_NO_MOVE_CAUSES,
+) -> str:
     """Warning text for a chain that made no move in the second half of its warmup."""
     which = "The chain" if chains is None else f"Chains {list(chains)}"
     window = num_warmup - frozen_check_start(num_warmup)
     return (
         f"{owner}: {which} made no move in the last {window} of its {num_warmup} warmup steps "
         f"on sites {list(sites)}; unless it starts moving again, every draw will equal its "
-        "current state. Likely causes: the gradient's estimate of the local differences is "
-        "badly wrong for these sites (pass exact_sites=[...] to evaluate them exactly), the "
-        "step size adapted to where only proposals equal to the current state are accepted "
-        "(the acceptance_rate statistic then looks healthy: compare it with accepted), or the "
-        "chain sits where no proposal has positive probability. The step_size, "
-        "acceptance_rate and accepted statistics show what the kernel tried."
+        f"current state. {causes}"
     )

@@ -94,9 +94,12 @@ def main() -> None:
         print(f"\n{name}: {seconds:.1f} s for {num_chains} chains x ({num_warmup} + {num_samples})")
         print(az.summary(idata, var_names=["gamma", "beta", "sigma"])[SUMMARY_COLUMNS])
         if fields:
-            stats = ["dmala_acceptance_rate", "dmala_hamming_distance", "nuts_diverging"]
+            stats = ["dmala_acceptance_rate", "dmala_hamming_distance"]
             summary = az.summary(idata, group="sample_stats", var_names=stats, kind="stats")
             print(summary[STATS_COLUMNS])
+            # a boolean: counted (ArviZ 1.x's summary takes quantiles, undefined on booleans)
+            diverging = int(idata["sample_stats"]["nuts_diverging"].values.sum())
+            print(f"NUTS divergences: {diverging}")
 
     print("\nposterior inclusion probabilities")
     print("| predictor | " + " | ".join(results) + " |")

@@ -171,6 +171,15 @@ def _sites(
     return sites
 
 
+def _leaf_names(init_params: Any) -> list | None:
+    """The keys of a flat dict of arrays (so messages name ``'bits'``, not ``site 0``)."""
+    if isinstance(init_params, dict) and all(
+        not isinstance(v, (dict, list, tuple)) for v in init_params.values()
+    ):
+        return [path[0].key for path, _ in jax.tree_util.tree_flatten_with_path(init_params)[0]]
+    return None
+
+
 def setup_potential(
     sampler: Sampler, options: SiteOptions, potential_fn: Callable, domain: Any, init_params: Any
 ) -> SiteSetup:
@@ -182,7 +191,7 @@ def setup_potential(
             "of every leaf)."
         )
     values, treedef = jax.tree.flatten(init_params)
-    leaves = leaf_specs_for_potential(domain, treedef, len(values))
+    leaves = leaf_specs_for_potential(domain, treedef, len(values), _leaf_names(init_params))
     shapes = tuple(
         tuple(jnp.shape(x)[:-1] if s.mode == ONE_HOT_GRADIENT else jnp.shape(x))
         for s, x in zip(leaves, values)

@@ -105,8 +105,12 @@ def leaf_specs_for_model(
     return tuple(specs)
 
 
-def leaf_specs_for_potential(domain: Any, treedef: Any, num_leaves: int) -> tuple:
-    """Leaf specs in potential mode from one domain for all leaves or a matching pytree."""
+def leaf_specs_for_potential(
+    domain: Any, treedef: Any, num_leaves: int, names: Sequence[Any] | None = None
+) -> tuple:
+    """Leaf specs in potential mode from one domain for all leaves or a matching pytree;
+    ``names`` (optional) are the leaves' names in messages (the keys of a dict of arrays),
+    their indices otherwise."""
     if isinstance(domain, (Binary, Ordinal, Categorical)):
         domains = [domain] * num_leaves
     else:
@@ -121,7 +125,7 @@ def leaf_specs_for_potential(domain: Any, treedef: Any, num_leaves: int) -> tupl
     for index, d in enumerate(domains):
         d = as_domain(d, f"domain of leaf {index}")
         mode = ONE_HOT_GRADIENT if isinstance(d, Categorical) else GRADIENT
-        specs.append(LeafSpec(index, d, mode))
+        specs.append(LeafSpec(index if names is None else names[index], d, mode))
     return tuple(specs)
 
 

@@ -91,6 +91,47 @@ def __getattr__(name: str) -> Any:
 DiscreteState = state_class(("accept_prob", "accepted", "hamming_distance", "step_size", "balance"))
 
 
+def frozen_chain_check(
+    new: Any,
+    index: Any,
+    num_warmup: int,
+    owner: str,
+    sites: Any,
+    vectorized: bool,
+    replicated: Any = None,
+    causes: str = checks.DISCRETE_NO_MOVE_CAUSES,
+) -> Any:
+    """``new`` (a state with ``num_moves`` and ``moves_at_half_warmup``) after draw ``index``,
+    with the moves at half of the warmup recorded; at the end of warmup a warning for each
+    chain that made no move since then (read on the host by a callback)."""
+    if num_warmup < checks.MIN_WARMUP_FOR_FROZEN_CHECK:
+        return new
+
+    def warn(num_moves):
+        frozen = [int(c) for c in np.flatnonzero(np.ravel(np.asarray(num_moves)) == 0)]
+        if frozen:
+            chains = frozen if vectorized else None
+            message = checks.no_move_message(owner, sites, num_warmup, chains, causes)
+            warnings.warn(message, stacklevel=1)
+
+    at_half = jnp.where(
+        index + 1 == checks.frozen_check_start(num_warmup),
+        new.num_moves,
+        new.moves_at_half_warmup,
+    )
+    new = new._replace(moves_at_half_warmup=at_half)
+    moves = new.num_moves - at_half  # moves in the second half of warmup
+    if replicated is not None:  # the host callback reads it from one device
+        moves = jax.lax.with_sharding_constraint(moves, replicated)
+    jax.lax.cond(
+        index + 1 == num_warmup,
+        lambda moves: jax.debug.callback(warn, moves),
+        lambda moves: None,
+        moves,
+    )
+    return new
+
+
 class DiscreteKernel(MCMCKernel):
     """The driver: sites, checks, noise, the spec's step and warmup phases, chain methods and
     the Gibbs-block protocol. A subclass names its sampler (``sampler=`` in the class
@@ -252,8 +293,12 @@ class DiscreteKernel(MCMCKernel):
         else:
             state = jax.jit(init_one)(rng_key, init_params)
         if not isinstance(state.potential_energy, jax.core.Tracer):
-            for energy in jnp.ravel(state.potential_energy):
-                checks.check_initial_log_density(self._name, -energy, setup.names)
+            energies = np.ravel(np.asarray(state.potential_energy))
+            for chain, energy in enumerate(energies):
+                if not np.isfinite(energy):
+                    leaves = setup.to_leaves(state.z)
+                    values = [x if energies.size == 1 else x[chain] for x in leaves]
+                    checks.check_initial_log_density(self._name, -energy, setup.names, values)
         self._sample_fn = self._make_sample_fn(vectorized)
         return state
 
@@ -310,14 +355,6 @@ class DiscreteKernel(MCMCKernel):
         step = batch(self._step_one, in_axes=(0, None, None))
         replicated = self._replicated if vectorized else None
 
-        def warn(num_moves):
-            frozen = [int(c) for c in np.flatnonzero(np.ravel(np.asarray(num_moves)) == 0)]
-            if frozen:
-                chains = frozen if vectorized else None
-                warnings.warn(
-                    checks.no_move_message(owner, sites, num_warmup, chains), stacklevel=1
-                )
-
         def adapt_one(adapt, info, params, chain, index):
             return run_phases(phases, adapt, Feedback(info, params, chain, index), JAX_CONTROL)
 
@@ -329,23 +366,7 @@ class DiscreteKernel(MCMCKernel):
                     state.adapt_state, info, params, chain, index
                 )
                 new = new._replace(adapt_state=adapt)
-            if num_warmup >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
-                at_half = jnp.where(
-                    index + 1 == checks.frozen_check_start(num_warmup),
-                    new.num_moves,
-                    new.moves_at_half_warmup,
-                )
-                new = new._replace(moves_at_half_warmup=at_half)
-                moves = new.num_moves - at_half  # moves in the second half of warmup
-                if replicated is not None:  # the host callback reads it from one device
-                    moves = jax.lax.with_sharding_constraint(moves, replicated)
-                jax.lax.cond(
-                    index + 1 == num_warmup,
-                    lambda moves: jax.debug.callback(warn, moves),
-                    lambda moves: None,
-                    moves,
-                )
-            return new
+            return frozen_chain_check(new, index, num_warmup, owner, sites, vectorized, replicated)
 
         return sample_fn
 

@@ -44,7 +44,9 @@ from discrete_kernels.ebm import (
     UCD,
     BlockGibbs,
     SiteGibbs,
+    check_first_update,
     check_method,
+    check_training_inputs,
     check_ucd_coupling,
 )
 from discrete_kernels.kernel import Sampler, Sites
@@ -672,6 +674,39 @@ def _chunk_length(step: int, remaining: int, eval_every: int | None) -> int:
     return 1
 
 
+def _check_inputs(energy: Any, params: Any, data: jax.Array, method: Any) -> None:
+    """The trainer's start checks (:func:`discrete_kernels.ebm.check_training_inputs`); the
+    energy's output shapes come from ``jax.eval_shape`` (nothing computed)."""
+    shapes = {}
+    if (
+        data.shape[0] >= 1
+        and data.ndim == 2
+        and data.shape[1] >= 1
+        and not (isinstance(energy, RBM) and energy.num_visible != data.shape[1])
+    ):
+        for n in (2, 3):
+            rows = jnp.zeros((n, data.shape[1]), data.dtype)
+            try:
+                shapes[n] = jax.eval_shape(energy, params, rows).shape
+            except Exception as error:
+                raise ValueError(
+                    f"train: evaluating the energy on a batch of {n} data rows of shape "
+                    f"{rows.shape} failed ({type(error).__name__}: "
+                    f"{str(error).splitlines()[0]}); check that params match the data's "
+                    f"{data.shape[1]} columns."
+                ) from error
+    sampler = getattr(method, "sampler", None)
+    bound = getattr(sampler, "_model", None) is not None or (
+        getattr(sampler, "_potential_fn", None) is not None
+    )
+    check_training_inputs(
+        tuple(data.shape),
+        shapes,
+        num_visible=energy.num_visible if isinstance(energy, RBM) else None,
+        sampler_is_bound=bound,
+    )
+
+
 def train(
     energy: Callable,
     params: Any,
@@ -718,6 +753,8 @@ def train(
     data = jnp.asarray(data, jnp.result_type(float))
     if data.ndim != 2 or not bool(jnp.all((data == 0) | (data == 1))):
         raise ValueError("train: data must be a (N, d) array of 0/1 values.")
+    if resume is None:
+        _check_inputs(energy, params, data, method)
     num_chains = batch_size
     if isinstance(method, PCD) and method.num_chains is not None:
         num_chains = method.num_chains
@@ -752,6 +789,9 @@ def train(
     while i < num_steps:
         length = _chunk_length(done + i, num_steps - i, eval_every if evaluate else None)
         params, opt_state, buffer, key, info = update(params, opt_state, buffer, key, data, length)
+        if resume is None and i == 0:  # read once: NaN parameters are refused, not returned
+            finite = all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(params))
+            check_first_update(finite, length)
         i += length
         step = done + i
         value = np.full(length, np.nan)

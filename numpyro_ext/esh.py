@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import random
 from jax.flatten_util import ravel_pytree
 from numpyro.infer.gibbs import conditioned, prototype_trace
@@ -18,6 +19,7 @@ from numpyro.infer.util import _transforms_from_trace, initialize_model, transfo
 from numpyro.util import identity, is_prng_key
 
 from discrete_kernels import NoiseShapes, StepNoise
+from discrete_kernels import validation as checks
 from discrete_kernels.kernel import kernel_signature, split_options
 from discrete_kernels.samplers import esh_dynamics as esh
 from discrete_kernels.samplers.esh import ESH as ESHSampler
@@ -26,7 +28,7 @@ from discrete_kernels.warmup import Feedback, run_phases
 
 from . import _sharding
 from ._noise import draw_noise
-from .driver import JAX_CONTROL, _fori
+from .driver import JAX_CONTROL, _fori, frozen_chain_check
 
 __all__ = ["ESH", "ESHState", "JarzynskiResult", "esh_jarzynski"]
 
@@ -41,6 +43,11 @@ class ESHState(NamedTuple):
       integration-error diagnostic (large values: lower ``step_size``);
     - **trajectory_length** - distance travelled, ``step_size * num_steps``;
     - **num_grad_evals** - gradient evaluations of this draw;
+    - **moved** - the draw is not the start of its orbit;
+    - **max_weight_fraction** - the heaviest orbit point's share of the orbit's weight (near
+      1: the chain barely moves; the step is too long or the orbit leaves the support);
+    - **num_moves**, **moves_at_half_warmup** - for the frozen-chain check at the end of
+      warmup;
     - **rng_key**;
     - **adapt_state** - the step size and orbit length of the next draw, and what their
       warmup adaptation needs (:class:`discrete_kernels.samplers.esh.ESHAdaptState`).
@@ -53,6 +60,10 @@ class ESHState(NamedTuple):
     hamiltonian_drift: jax.Array
     trajectory_length: jax.Array
     num_grad_evals: jax.Array
+    moved: jax.Array
+    max_weight_fraction: jax.Array
+    num_moves: jax.Array
+    moves_at_half_warmup: jax.Array
     rng_key: jax.Array
     adapt_state: Any
 
@@ -217,25 +228,81 @@ class ESH(MCMCKernel):
         def init_one(key, z):
             pe, grad = jax.value_and_grad(self.get_potential_fn(model_args, model_kwargs))(z)
             zero = jnp.zeros((), dtype=pe.dtype)
+            count = jnp.zeros((), jnp.int32)
             adapt = self._spec.adapt_init(ravel_pytree(z)[0])
             return ESHState(
-                jnp.zeros((), jnp.int32),
+                count,
                 z,
                 pe,
                 grad,
                 zero,
                 zero,
-                jnp.zeros((), jnp.int32),
+                count,
+                jnp.zeros((), bool),
+                jnp.ones((), dtype=pe.dtype),
+                count,
+                count,
                 key,
                 adapt,
             )
 
+        replicated = None
         if vectorized:
-            self._sample_fn = jax.vmap(self._sample_one, in_axes=(0, None, None))
             state = jax.vmap(init_one)(key_state, z)
-            return _sharding.shard_chains(state, "ESH", self.shard_chains)[0]
-        self._sample_fn = self._sample_one
-        return init_one(key_state, z)
+            state, replicated = _sharding.shard_chains(state, "ESH", self.shard_chains)
+        else:
+            state = init_one(key_state, z)
+        self._check_start(state)
+        self._sample_fn = self._make_sample_fn(vectorized, replicated)
+        return state
+
+    def _site_names(self, z: Any) -> list:
+        return sorted(z) if isinstance(z, dict) else ["the potential_fn's argument"]
+
+    def _check_start(self, state: ESHState) -> None:
+        """Refuse a start of zero density or a non-finite gradient: no orbit can leave it."""
+        if isinstance(state.potential_energy, jax.core.Tracer):
+            return  # under pmap: checked as the discrete kernels are, not at all
+        energies = np.ravel(np.asarray(state.potential_energy))
+        grads = np.asarray(ravel_pytree(state.z_grad)[0])
+        names = self._site_names(state.z)
+        bad = np.flatnonzero(~np.isfinite(energies))
+        if bad.size:
+            chain = int(bad[0])
+            z = state.z if energies.size == 1 else jax.tree.map(lambda a: a[chain], state.z)
+            if self._inv_transforms is not None:  # shown in the model's (constrained) space
+                z = transform_fn(self._inv_transforms, z)
+            values = [z[n] for n in names] if isinstance(z, dict) else [z]
+            checks.check_initial_log_density("ESH", -energies[chain], names, values)
+        if not np.all(np.isfinite(grads)):
+            raise ValueError(
+                f"ESH: the gradient of the log density at the start values of "
+                f"{self._site_names(state.z)} is not finite; start where the density is smooth "
+                "(check init_params)."
+            )
+
+    def _make_sample_fn(self, vectorized: bool, replicated: Any) -> Callable:
+        """One draw of every chain, then the frozen-chain check at the end of warmup."""
+        step = (
+            jax.vmap(self._sample_one, in_axes=(0, None, None)) if vectorized else self._sample_one
+        )
+        num_warmup = self._num_warmup
+
+        def sample_fn(state, model_args, model_kwargs):
+            index = state.i[0] if vectorized else state.i
+            new = step(state, model_args, model_kwargs)
+            return frozen_chain_check(
+                new,
+                index,
+                num_warmup,
+                "ESH",
+                self._site_names(state.z),
+                vectorized,
+                replicated,
+                checks.ESH_NO_MOVE_CAUSES,
+            )
+
+        return sample_fn
 
     def sample(self, state: ESHState, model_args, model_kwargs) -> ESHState:
         if self._sample_fn is None:
@@ -280,6 +347,10 @@ class ESH(MCMCKernel):
             hamiltonian_drift=info.hamiltonian_drift,
             trajectory_length=info.trajectory_length,
             num_grad_evals=info.num_grad_evals,
+            moved=info.moved,
+            max_weight_fraction=info.max_weight_fraction,
+            num_moves=state.num_moves + jnp.asarray(info.moved, jnp.int32),
+            moves_at_half_warmup=state.moves_at_half_warmup,
             rng_key=rng_key,
             adapt_state=adapt,
         )

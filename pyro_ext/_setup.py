@@ -114,7 +114,7 @@ def _finish(
     names = tuple(s.name for s in leaves)
     values = tuple(to_internal(s, torch.as_tensor(start[s.name])) for s in leaves)
     chain = sampler.init(values, _local_fn(log_density, leaves, sampler.uses_locals))
-    checks.check_initial_log_density(owner, chain.log_density, list(names))
+    checks.check_initial_log_density(owner, chain.log_density, list(names), values)
     f = chain.log_density
     like = torch.zeros((), dtype=_float_dtype(f), device=f.device)
     preconditioner = check_preconditioners(

@@ -36,7 +36,9 @@ from discrete_kernels.ebm import (
     UCD,
     BlockGibbs,
     SiteGibbs,
+    check_first_update,
     check_method,
+    check_training_inputs,
     check_ucd_coupling,
 )
 from discrete_kernels.samplers.acs import ACSPCDState
@@ -398,6 +400,32 @@ def _ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):
     return surrogate, info_out
 
 
+def _check_inputs(energy: nn.Module, data: torch.Tensor, method: Any) -> None:
+    """The trainer's start checks (:func:`discrete_kernels.ebm.check_training_inputs`)."""
+    num_visible = energy.weights.shape[0] if isinstance(energy, RBM) else None
+    shapes = {}
+    if data.shape[0] >= 1 and data.shape[1] >= 1 and num_visible in (None, data.shape[1]):
+        for n in (2, 3):
+            rows = data.new_zeros((n, data.shape[1]))
+            try:
+                with torch.no_grad():
+                    shapes[n] = tuple(energy(rows).shape)
+            except Exception as error:
+                raise ValueError(
+                    f"train: evaluating the energy on a batch of {n} data rows of shape "
+                    f"{tuple(rows.shape)} failed ({type(error).__name__}: "
+                    f"{str(error).splitlines()[0]}); check that it fits the data's "
+                    f"{data.shape[1]} columns."
+                ) from error
+    sampler = getattr(method, "sampler", None)
+    bound = getattr(sampler, "_model", None) is not None or (
+        getattr(sampler, "_potential_fn", None) is not None
+    )
+    check_training_inputs(
+        tuple(data.shape), shapes, num_visible=num_visible, sampler_is_bound=bound
+    )
+
+
 def train(
     energy: nn.Module,
     data: Any,
@@ -427,6 +455,8 @@ def train(
     data = data.to(device=device, dtype=dtype)
     if data.ndim != 2 or not bool(((data == 0) | (data == 1)).all()):
         raise ValueError("train: data must be a (N, d) array of 0/1 values.")
+    if resume is None:
+        _check_inputs(energy, data, method)
     if isinstance(method, UCD):
         coupling = method.coupling
         spec = coupling.spec if isinstance(coupling, DiscreteKernel) else None
@@ -492,6 +522,9 @@ def train(
         optimizer.zero_grad()
         (positive - negative).backward()
         optimizer.step()
+        if resume is None and i == 0:  # read once: NaN parameters are refused, not returned
+            finite = all(bool(torch.isfinite(p).all()) for p in energy.parameters())
+            check_first_update(finite, 1)
         info["energy_gap"] = (positive - negative).detach()  # read on the host at the end
         step = done + i + 1
         value = math.nan

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -13,6 +14,7 @@ from pyro.infer.mcmc.util import initialize_model
 from pyro.ops.integrator import potential_grad
 
 from discrete_kernels import PYTHON_CONTROL, NoiseShapes, StepNoise
+from discrete_kernels import validation as checks
 from discrete_kernels.kernel import kernel_signature, split_options
 from discrete_kernels.samplers.esh import ESH as ESHSampler
 from discrete_kernels.samplers.esh import ESHAdaptState, ESHChain, ESHInfo
@@ -159,6 +161,7 @@ class ESH(MCMCKernel):
             chain = self._cached  # the values this kernel returned last: state still valid
         else:
             chain = self._spec.init(flat, value_and_grad)
+            self._check_start(chain, params)
         index = len(self._step_record)
         noise = self._draw_noise(self._spec.noise_shapes(flat.shape[0]), index, flat)
         if self._adapt_state is None:
@@ -178,9 +181,32 @@ class ESH(MCMCKernel):
         )
         self._cached = chain
         self._step_record.append({**info._asdict(), "lp": chain.log_density}, flat)
+        if index + 1 == self._warmup_steps >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
+            start = checks.frozen_check_start(self._warmup_steps)
+            moved = self._step_record.columns(start, self._warmup_steps)["moved"]
+            if not bool(moved.any()):  # read once, at the end of warmup
+                message = checks.no_move_message(
+                    "ESH", self._names, self._warmup_steps, causes=checks.ESH_NO_MOVE_CAUSES
+                )
+                warnings.warn(message, stacklevel=2)
         returned = self._unflatten(chain.x, shapes)
         self._returned = returned
         return {**params, **returned}
+
+    def _check_start(self, chain: ESHChain, params: dict) -> None:
+        """Refuse a start of zero density or a non-finite gradient: no orbit can leave it
+        (read on the host once per (re)start, like the discrete kernels' setup check)."""
+        if not bool(torch.isfinite(chain.log_density)):
+            transforms = self.transforms or {}
+            values = [  # in the model's (constrained) space
+                transforms[n].inv(params[n]) if n in transforms else params[n] for n in self._names
+            ]
+            checks.check_initial_log_density("ESH", chain.log_density, self._names, values)
+        if not bool(torch.isfinite(chain.grad).all()):
+            raise ValueError(
+                f"ESH: the gradient of the log density at the start values of {self._names} "
+                "is not finite; start where the density is smooth (check initial_params)."
+            )
 
     def logging(self) -> OrderedDict:
         """The progress bar's text, read from the device every ``LOG_EVERY`` steps."""

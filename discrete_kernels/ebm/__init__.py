@@ -26,7 +26,17 @@ from .couplings import (
     with_coordinate,
 )
 from .estimators import ais_log_weight_increment, ucd_weights
-from .methods import CD, PCD, UCD, BlockGibbs, SiteGibbs, check_method, check_ucd_coupling
+from .methods import (
+    CD,
+    PCD,
+    UCD,
+    BlockGibbs,
+    SiteGibbs,
+    check_first_update,
+    check_method,
+    check_training_inputs,
+    check_ucd_coupling,
+)
 from .rbm import (
     RBMParams,
     RBMState,
@@ -59,7 +69,9 @@ __all__ = [
     "bernoulli_from_uniform",
     "bernoulli_log_prob",
     "binary_states",
+    "check_first_update",
     "check_method",
+    "check_training_inputs",
     "check_ucd_coupling",
     "couplings",
     "estimators",

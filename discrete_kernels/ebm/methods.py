@@ -112,3 +112,57 @@ def check_method(method: Any) -> None:
         check_int("UCD", "max_tries", method.max_tries, minimum=1)
     else:
         raise ValueError(f"method must be CD(...), PCD(...) or UCD(...), got {method!r}.")
+
+
+def check_training_inputs(
+    data_shape: tuple[int, ...],
+    energy_shapes: Any,
+    *,
+    num_visible: int | None = None,
+    sampler_is_bound: bool = False,
+) -> None:
+    """Refuse what would train silently wrong or fail deep inside autodiff, at the start of
+    ``train`` (both PPLs).
+
+    Parameters
+    ----------
+    data_shape : shape of the data after the 0/1 check, ``(N, d)``
+    energy_shapes : ``{n: shape}``, the shape of the energy's output on ``n`` data rows for
+        two different ``n`` (a scalar sum over the batch has the same shape for both)
+    num_visible : the RBM's visible units, when the energy is an RBM
+    sampler_is_bound : the method's sampler was built with a model or a potential_fn
+    """
+    num_rows = data_shape[0]
+    if num_rows == 0 or len(data_shape) != 2 or data_shape[1] == 0:
+        raise ValueError(
+            f"train: data has shape {tuple(data_shape)}; give at least one row and one column."
+        )
+    if num_visible is not None and num_visible != data_shape[1]:
+        raise ValueError(
+            f"train: the RBM has {num_visible} visible units but the data have "
+            f"{data_shape[1]} columns; build RBM({data_shape[1]}, num_hidden)."
+        )
+    for n, shape in energy_shapes.items():
+        if tuple(shape) != (n,):
+            raise ValueError(
+                f"train: the energy must return one value per data row, shape ({n},) for a "
+                f"batch of {n}; got shape {tuple(shape)}. Return the energies, not their sum "
+                "or mean, and one column (the trainer averages them)."
+            )
+    if sampler_is_bound:
+        raise ValueError(
+            "train: the method's sampler was built with a model or potential_fn; the trainer "
+            "runs it on the energy being trained, so that model would be ignored. Build the "
+            "kernel with options only, e.g. PCD(sampler=DMALA(step_size=0.2))."
+        )
+
+
+def check_first_update(finite: bool, num_updates: int) -> None:
+    """Refuse parameters that are NaN or infinite after the first updates (a NaN or infinite
+    learning rate, or an energy that overflows), instead of returning them."""
+    if not finite:
+        raise ValueError(
+            f"train: the parameters are NaN or infinite after the first {num_updates} "
+            "update(s); check the optimizer's learning rate (finite and positive) and that the "
+            "energy is finite on the data."
+        )

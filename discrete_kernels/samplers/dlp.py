@@ -47,7 +47,7 @@ from ..local import (
     mask_invalid,
     squared_distance,
 )
-from ..validation import check_bool, check_number
+from ..validation import check_bool, check_number, check_step_arguments
 from ..warmup import (
     DualAveragingState,
     Phase,
@@ -260,7 +260,14 @@ def dlp_step(
     Returns
     -------
     (ChainState, StepInfo)
+
+    Raises
+    ------
+    ValueError, TypeError
+        Uniforms of the wrong number, shape or array library, or a step size (given as a
+        number) that is not positive and finite.
     """
+    check_step_arguments("dlp_step", state.x, proposal_uniforms, step_size)
     proposal, log_q_forward, log_q_reverse = dlp_propose(
         state,
         proposal_uniforms,

@@ -17,7 +17,7 @@ from array_api_compat import device as _device
 
 from .._xp import Array, array_namespace
 from ..kernel import PYTHON_CONTROL, ControlFlow, NoiseShapes, StepNoise
-from ..validation import check_bool, check_int, check_number
+from ..validation import check_bool, check_int, check_number, format_bytes
 from ..warmup import Feedback, Phase, StepSizeAdaptation, dual_averaging_init, dual_averaging_phase
 from .esh_dynamics import ESHState, esh_trajectory, unit_vector
 
@@ -30,6 +30,7 @@ __all__ = [
     "energy_error_statistic",
     "esh_adapt_init",
     "orbit_num_steps",
+    "selection_pseudo_accept",
 ]
 
 ValueAndGrad = Callable[[Array], tuple[Array, Array]]
@@ -48,6 +49,14 @@ class ESHAdaptation(NamedTuple):
       many).
     - **orbit_fraction** - the orbit length is this times ``sqrt(sum_i Var(x_i))``, the
       scale of the whole posterior, estimated over the warmup (MCLMC's initial choice).
+    - **target_max_weight_fraction** - the step size is also kept short enough that the
+      heaviest point of an orbit carries about this share of the orbit's weight
+      (:class:`~discrete_kernels.samplers.esh_dynamics.ESHTrajectoryInfo`). The energy error
+      alone cannot bound the step: in one dimension the direction never turns and the
+      leapfrog conserves ``H`` exactly on a Gaussian, so that rule alone would grow the step
+      until every orbit point but the start has weight 0 and the chain never moves.
+    - **step_size_bounds** - the adapted step size stays in this range (finite whatever
+      the trajectories report).
     """
 
     target_energy_error: float = 1e-2
@@ -55,6 +64,13 @@ class ESHAdaptation(NamedTuple):
     initial_num_steps: int = 20
     max_num_steps: int = 100
     orbit_fraction: float = 1.0
+    target_max_weight_fraction: float = 0.3
+    step_size_bounds: tuple[float, float] = (1e-8, 1e8)
+
+
+MAX_TRAJECTORY_STEPS = 2**20
+"""Most leapfrog steps per draw: a draw's noise holds one uniform per step, so ``num_steps`` is
+an allocation per chain and per draw."""
 
 
 class ESHAdaptState(NamedTuple):
@@ -122,11 +138,24 @@ class ESHChain(NamedTuple):
 
 class ESHInfo(NamedTuple):
     """Statistics of one ESH draw: **hamiltonian_drift** (largest ``|H(t) - H(0)|``),
-    **trajectory_length** (``step_size * num_steps``), **num_grad_evals**."""
+    **trajectory_length** (``step_size * num_steps``), **num_grad_evals**, **moved** (the draw
+    is not the start: the frozen-chain check counts these) and **max_weight_fraction** (the
+    heaviest orbit point's share of the orbit's weight: near 1, the chain barely moves)."""
 
     hamiltonian_drift: Array
     trajectory_length: Array
     num_grad_evals: Array
+    moved: Array
+    max_weight_fraction: Array
+
+
+def selection_pseudo_accept(max_weight_fraction: Array, target: float) -> Array:
+    """Pseudo-acceptance in ``[0, 1]`` from an orbit's heaviest share, 1/2 at ``target``:
+    ``(1 - m) / (2 (1 - target))``, clipped; 0 when ``m`` is not finite."""
+    xp = array_namespace(max_weight_fraction)
+    m = max_weight_fraction
+    m = xp.where(xp.isfinite(m), m, xp.ones_like(m))
+    return xp.clip((1.0 - m) / (2.0 * (1.0 - target)), 0.0, 1.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,7 +174,14 @@ class ESH:
     draw, is biased; it is kept for comparison.
 
     A draw takes ``max_steps`` uniforms (one per leapfrog step, for the reservoir), one more
-    that places the start on the orbit and ``d`` normals for the fresh direction.
+    that places the start on the orbit and ``d`` normals for the fresh direction; in one
+    dimension one more, which jitters the step size uniformly in ``[0.5, 1.5]`` times its
+    value: there the direction never turns, so every orbit is a lattice ``x0 + k eps`` and a
+    fixed step would keep ``x mod eps`` for ever.
+
+    Orbit points where the log density, its gradient or the weight is not finite are never
+    drawn and end the trajectory on their side (:func:`~discrete_kernels.samplers.
+    esh_dynamics.esh_trajectory`); the adaptation sees them as a failed draw.
 
     Parameters
     ----------
@@ -174,6 +210,13 @@ class ESH:
             object.__setattr__(self, "step_size", step)
         if self.num_steps is not None:
             num = check_int(self.name, "num_steps", self.num_steps, minimum=1)
+            if num > MAX_TRAJECTORY_STEPS:
+                raise ValueError(
+                    f"{self.name}: num_steps={num} needs {num} uniforms per chain and draw "
+                    f"(about {format_bytes(4 * num)} in float32, more for the trajectory); at most "
+                    f"{MAX_TRAJECTORY_STEPS} steps per draw are allowed. Use fewer steps per "
+                    "draw and more draws (num_samples), or leave num_steps=None to adapt it."
+                )
             object.__setattr__(self, "num_steps", num)
         object.__setattr__(self, "exact", check_bool(self.name, "exact", self.exact))
 
@@ -183,7 +226,8 @@ class ESH:
         return self.num_steps if self.num_steps is not None else self.adaptation.max_num_steps
 
     def noise_shapes(self, flat_dim: int) -> NoiseShapes:
-        return NoiseShapes(uniforms=((self.max_steps,), ()), num_normals=flat_dim)
+        jitter = ((),) if flat_dim == 1 else ()
+        return NoiseShapes(uniforms=((self.max_steps,), (), *jitter), num_normals=flat_dim)
 
     def init(self, x: Array, value_and_grad: ValueAndGrad) -> ESHChain:
         log_density, grad = value_and_grad(x)
@@ -209,15 +253,24 @@ class ESH:
         if self.step_size is None:
 
             def pseudo_accept(state: ESHAdaptState, feedback: Feedback) -> Array:
+                # the lower of two: the energy error per dimension and step (accuracy), and
+                # the orbit's heaviest share (a step too long for the target's scale, or one
+                # that leaves its support, puts all the weight on the start)
                 xp = array_namespace(state.step_size)
                 dim = feedback.chain.x.shape[-1]
                 xi = energy_error_statistic(feedback.info.hamiltonian_drift, dim, state.num_steps)
                 xi = xp.where(xp.isfinite(xi), xi, xp.full_like(xi, float("inf")))
                 target = config.target_energy_error
-                return target / (target + xi)
+                spread = selection_pseudo_accept(
+                    feedback.info.max_weight_fraction, config.target_max_weight_fraction
+                )
+                return xp.minimum(target / (target + xi), xp.astype(spread, xi.dtype))
+
+            def bounds(state: ESHAdaptState) -> tuple[float, float]:
+                return config.step_size_bounds
 
             rule = StepSizeAdaptation(target_accept_prob=0.5)
-            out.append(dual_averaging_phase(0, num_warmup, rule, pseudo_accept))
+            out.append(dual_averaging_phase(0, num_warmup, rule, pseudo_accept, bounds))
         if self.num_steps is None:
 
             def record(state: ESHAdaptState, feedback: Feedback) -> ESHAdaptState:
@@ -249,11 +302,14 @@ class ESH:
         ``control.loop`` runs the leapfrog steps."""
         xp = array_namespace(chain.x)
         assert noise.normals is not None
-        reservoir, offset = noise.uniforms
+        reservoir, offset = noise.uniforms[:2]
         step_size, num_steps = adapt_state.step_size, adapt_state.num_steps
         if self.num_steps is not None:
             num_steps = self.num_steps  # a Python int: plain loops
         direction = unit_vector(xp.astype(noise.normals, chain.x.dtype))
+        if chain.x.shape[-1] == 1:  # the lattice of a 1-D orbit moves with the step
+            jitter = xp.astype(noise.uniforms[2], chain.x.dtype)
+            step_size = step_size * (0.5 + jitter)
         # uniform on 0..num_steps (the clip only guards u rounding up to 1 in float32)
         backward = xp.astype(xp.floor(offset * (num_steps + 1)), xp.int32)
         backward = xp.clip(backward, 0, num_steps)
@@ -274,5 +330,7 @@ class ESH:
             info.hamiltonian_drift,
             xp.asarray(step_size * num_steps, dtype=chain.x.dtype, device=device),
             xp.asarray(num_steps, dtype=xp.int32, device=device),
+            info.selected_step != 0,
+            xp.astype(info.max_weight_fraction, chain.x.dtype),
         )
         return ESHChain(sample.x, sample.log_density, sample.grad), stats

@@ -143,12 +143,18 @@ def esh_hamiltonian(state: ESHState) -> Array:
 class ESHTrajectoryInfo(NamedTuple):
     """Per-trajectory statistics, each (...).
 
-    - **hamiltonian_drift** - largest ``|H(t) - H(0)|`` along the trajectory.
+    - **hamiltonian_drift** - largest ``|H(t) - H(0)|`` along the trajectory (its usable
+      points).
     - **selected_step** - signed position of the draw on the orbit (0 = the start).
+    - **max_weight_fraction** - the largest selection weight of a usable point over their sum,
+      in ``[0, 1]``: near 1 when one point (often the start) carries the whole orbit, because
+      the step is too long for the target's scale or every step leaves the target's support.
+      1 when no point is usable.
     """
 
     hamiltonian_drift: Array
     selected_step: Array
+    max_weight_fraction: Array
 
 
 def orbit_log_weight(state: ESHState, start: ESHState) -> Array:
@@ -188,6 +194,12 @@ def esh_trajectory(
     point among ``1..N`` with weight ``exp(r_i)``. As a kernel restarted at every draw it is
     biased (it relies on ergodicity over long trajectories).
 
+    A point whose log density, weight or gradient is not finite (outside the support, a NaN of
+    the model) is never drawn, and it ends its leg of the trajectory: the points after it are
+    never drawn either (their dynamics used a gradient that does not exist). The points kept,
+    the orbit segment between the first unusable point on each side, are the same from every
+    point of that segment, so the exact kernel stays exactly invariant.
+
     Parameters
     ----------
     start : ESHState
@@ -216,70 +228,119 @@ def esh_trajectory(
     backward_steps = xp.asarray(backward_steps if exact else 0, device=device)
     flipped = start._replace(u=-start.u)
 
-    def consider(new, uniform, sample, log_total, drift):
-        """Offer ``new`` to the multinomial selection: ``(taken, sample, log_total, drift)``.
-        Non-finite weights (a diverged point) are never taken and leave the drift alone."""
+    def consider(new, alive, uniform, sample, log_total, log_top, drift):
+        """Offer ``new`` to the multinomial selection on a leg still ``alive``:
+        ``(alive, taken, sample, log_total, log_top, drift)``. A point with a non-finite log
+        density, weight or gradient is never taken, leaves the drift alone and ends its leg."""
         log_weight = orbit_log_weight(new, start) if exact else new.r
-        usable = xp.isfinite(log_weight)
+        finite = (
+            xp.isfinite(log_weight)
+            & xp.isfinite(new.log_density)
+            & xp.all(xp.isfinite(new.grad), axis=-1)
+            & xp.all(xp.isfinite(new.x), axis=-1)
+        )
+        usable = alive & finite
         log_weight = xp.where(usable, log_weight, xp.full_like(log_weight, -math.inf))
         log_total_new = xp.logaddexp(log_total, log_weight)
+        log_top = xp.maximum(log_top, log_weight)
         # keep the new point with probability w_i / sum_{j <= i} w_j
         take = usable & (xp.log(uniform) < log_weight - log_total_new)
         sample = ESHState(*(_where(take, n, o) for n, o in zip(new, sample)))
-        drift = xp.where(usable, xp.maximum(drift, xp.abs(esh_hamiltonian(new) - h0)), drift)
-        return take, sample, log_total_new, drift
+        energy_error = xp.abs(esh_hamiltonian(new) - h0)
+        drift = xp.where(usable, xp.maximum(drift, energy_error), drift)
+        return usable, take, sample, log_total_new, log_top, drift
 
     def body(carry):
-        back, forward, sample, log_total, drift, selected, index = carry
+        back, forward, alive_back, alive_fwd, sample, log_total, log_top, drift, selected, index = (
+            carry
+        )
         going_back = index < backward_steps
         current = ESHState(*(_where(going_back, b, f) for b, f in zip(back, forward)))
         new = esh_leapfrog(current, step_size, value_and_grad)
         back = ESHState(*(_where(going_back, n, b) for n, b in zip(new, back)))
         forward = ESHState(*(_where(going_back, f, n) for n, f in zip(new, forward)))
-        take, sample, log_total_new, drift = consider(
-            new, uniforms[index], sample, log_total, drift
+        alive = xp.where(going_back, alive_back, alive_fwd)
+        alive, take, sample, log_total_new, log_top, drift = consider(
+            new, alive, uniforms[index], sample, log_total, log_top, drift
         )
+        alive_back = xp.where(going_back, alive, alive_back)
+        alive_fwd = xp.where(going_back, alive_fwd, alive)
         position = xp.where(going_back, -(index + 1), index + 1 - backward_steps)
         selected = xp.where(take, position + xp.zeros_like(selected), selected)
-        return back, forward, sample, log_total_new, drift, selected, index + 1
+        return (
+            back,
+            forward,
+            alive_back,
+            alive_fwd,
+            sample,
+            log_total_new,
+            log_top,
+            drift,
+            selected,
+            index + 1,
+        )
+
+    def fraction(log_top, log_total):
+        # 1 where nothing was usable (the paper's reservoir without a finite point)
+        finite = xp.isfinite(log_total) & xp.isfinite(log_top)
+        zero = xp.zeros_like(log_total)
+        top = xp.exp(xp.where(finite, log_top, zero) - xp.where(finite, log_total, zero))
+        return xp.where(finite, top, xp.ones_like(top))
 
     # the start is a candidate of the exact kernel (weight 1), not of the paper's reservoir
     log_total = zero if exact else xp.full_like(zero, -math.inf)
+    log_top = log_total
     selected = xp.astype(zero, xp.int32)
+    alive = xp.ones_like(zero, dtype=xp.bool)
     run = loop if loop is not None else python_loop
     if backward_steps.ndim == 0:
         # one offset for all chains: the backward and forward legs are two plain loops
         # (``loop`` may take a traced count), with no per-step selection between them
         def leg(sign):
             def leg_body(carry):
-                state, sample, log_total, drift, selected, index, k = carry
+                state, alive, sample, log_total, log_top, drift, selected, index, k = carry
                 state = esh_leapfrog(state, step_size, value_and_grad)
-                take, sample, log_total_new, drift = consider(
-                    state, uniforms[k], sample, log_total, drift
+                alive, take, sample, log_total_new, log_top, drift = consider(
+                    state, alive, uniforms[k], sample, log_total, log_top, drift
                 )
                 position = sign * (index + 1) + xp.zeros_like(selected)
                 selected = xp.where(take, position, selected)
-                return state, sample, log_total_new, drift, selected, index + 1, k + 1
+                return (
+                    state,
+                    alive,
+                    sample,
+                    log_total_new,
+                    log_top,
+                    drift,
+                    selected,
+                    index + 1,
+                    k + 1,
+                )
 
             return leg_body
 
         k0 = xp.asarray(0, device=_device(start.x))
-        carry = (flipped, start, log_total, zero, selected, k0, k0)
+        carry = (flipped, alive, start, log_total, log_top, zero, selected, k0, k0)
         carry = run(backward_steps, leg(-1), carry)
-        carry = (start,) + carry[1:5] + (k0, carry[6])
-        _, sample, _, drift, selected, _, _ = run(num_steps - backward_steps, leg(1), carry)
-        return sample, ESHTrajectoryInfo(drift, selected)
-    carry = (
+        carry = (start, alive) + carry[2:7] + (k0, carry[8])
+        _, _, sample, log_total, log_top, drift, selected, _, _ = run(
+            num_steps - backward_steps, leg(1), carry
+        )
+        return sample, ESHTrajectoryInfo(drift, selected, fraction(log_top, log_total))
+    both: Any = (
         flipped,
         start,
+        alive,
+        alive,
         start,
         log_total,
+        log_top,
         zero,
         selected,
         xp.asarray(0, device=_device(start.x)),
     )
-    _, _, sample, _, drift, selected, _ = run(num_steps, body, carry)
-    return sample, ESHTrajectoryInfo(drift, selected)
+    _, _, _, _, sample, log_total, log_top, drift, selected, _ = run(num_steps, body, both)
+    return sample, ESHTrajectoryInfo(drift, selected, fraction(log_top, log_total))
 
 
 def _where(cond: Array, new: Array, old: Array) -> Array:

@@ -159,3 +159,52 @@ def test_esh_errors():
     mcmc = MCMC(nx.ESH(mixed_model), num_warmup=1, num_samples=1, progress_bar=False)
     with pytest.raises(ValueError, match=r"discrete latent sites \['z'\].*Gibbs"):
         mcmc.run(jax.random.key(0), jnp.array([0.3]))
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3])
+def test_default_options_move_and_match_the_moments_in_every_dimension(dim):
+    """Regression: in one dimension the direction never turns and the leapfrog conserves H
+    exactly on a Gaussian, so adapting on the energy error alone grew the step until no orbit
+    point but the start had weight: 4,000 identical draws, no warning."""
+    loc, scale = jnp.arange(1.0, dim + 1.0), jnp.linspace(1.0, 2.0, dim)
+
+    def model():
+        numpyro.sample("x", dist.Normal(loc, scale).to_event(1))
+
+    mcmc = MCMC(
+        nx.ESH(model),
+        num_warmup=500,
+        num_samples=1500,
+        num_chains=2,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(dim))
+    x = np.asarray(mcmc.get_samples(group_by_chain=True)["x"], np.float64)
+    assert len(np.unique(x[..., 0])) > 1000
+    c = x - np.asarray(loc)
+    expected_var = np.asarray(scale, np.float64) ** 2
+    assert_mc_close(np.concatenate([x, c**2], -1), np.r_[np.asarray(loc), expected_var])
+    step = np.asarray(mcmc.last_state.adapt_state.step_size)
+    assert np.all(np.isfinite(step)) and np.all(step < 10.0)
+
+
+def test_esh_as_a_gibbs_block_on_one_continuous_site_with_default_options():
+    """Regression: Gibbs(AB, ESH) with one continuous site returned every draw identical."""
+    y = jnp.array([0.3, 1.1, 0.8])
+    mean_z, mean_mu, second_mu = mixed_model_exact(y)
+    kernel = Gibbs([(nx.AB(mixed_model), discrete_latent_sites), (nx.ESH(mixed_model), None)])
+    mcmc = MCMC(
+        kernel,
+        num_warmup=500,
+        num_samples=2000,
+        num_chains=2,
+        progress_bar=False,
+        chain_method="sequential",
+    )
+    mcmc.run(jax.random.key(5), y)
+    samples = mcmc.get_samples(group_by_chain=True)
+    mu = np.asarray(samples["mu"], dtype=np.float64)
+    assert len(np.unique(mu)) > 1000
+    assert_mc_close(np.asarray(samples["z"], dtype=np.float64), mean_z)
+    assert_mc_close(np.stack([mu, mu**2], axis=-1), np.array([mean_mu, second_mu]))

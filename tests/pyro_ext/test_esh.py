@@ -108,3 +108,33 @@ def test_default_step_size_is_adapted_in_warmup():
     assert np.all(stats["num_grad_evals"].values >= 20)
     x = mcmc.get_samples(group_by_chain=True)["x"].cpu().numpy().astype(np.float64)
     assert_mc_close(x, MEAN.cpu().numpy())
+
+
+@pytest.mark.parametrize("dim", [1, 2, 3])
+def test_default_options_move_and_match_the_moments_in_every_dimension(dim):
+    """Regression: a one-dimensional site never moved with the default (adapted) step size."""
+    loc, scale = torch.arange(1.0, dim + 1.0), torch.linspace(1.0, 2.0, dim)
+
+    def model():
+        pyro.sample("x", dist.Normal(loc, scale).to_event(1))
+
+    mcmc = _run(px.ESH(model, num_steps=10), 400, 200, seed=dim)
+    x = mcmc.get_samples(group_by_chain=True)["x"].cpu().numpy().astype(np.float64)
+    assert len(np.unique(x[..., 0])) > 300
+    c = x - loc.cpu().numpy()
+    stats = np.concatenate([x, c**2], -1)
+    assert_mc_close(stats, np.r_[loc.cpu().numpy(), scale.cpu().numpy() ** 2])
+
+
+def test_esh_as_a_gibbs_block_on_one_continuous_site_with_default_options():
+    y = torch.tensor([0.3, 1.1, 0.8])
+    mean_z, mean_mu, second_mu = mixed_model_exact(y.cpu().numpy())
+    kernel = px.Gibbs(
+        [(px.DMALA(mixed_model), px.discrete_sites), (px.ESH(mixed_model, num_steps=5), None)]
+    )
+    mcmc = _run(kernel, 600, 200, y)
+    samples = mcmc.get_samples(group_by_chain=True)
+    mu = samples["mu"].cpu().numpy().astype(np.float64)
+    assert len(np.unique(mu)) > 400
+    assert_mc_close(samples["z"].cpu().numpy().astype(np.float64), mean_z)
+    assert_mc_close(np.stack([mu, mu**2], axis=-1), np.array([mean_mu, second_mu]))
