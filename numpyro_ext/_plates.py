@@ -45,8 +45,8 @@ def plate_dims(site: dict) -> tuple[dict, str | None]:
             if size == 1:
                 continue
             return {}, f"its dimension {dim} (size {size}) is not a plate"
-        if frame.size != size or getattr(frame, "subsample_size", size) != size:
-            return {}, f"its plate {frame.name!r} is subsampled"
+        if frame.size != size:  # (a subsampled plate's frame has the subsample's size)
+            return {}, f"its dimension {dim} (size {size}) is not its plate's ({frame.size})"
         dims[frame.name] = dim
     return dims, None
 

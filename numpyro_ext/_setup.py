@@ -185,6 +185,11 @@ def setup_potential(
 ) -> SiteSetup:
     """The setup of a kernel on ``potential_fn`` at start values ``init_params`` (one chain)."""
     owner = sampler.name
+    if sampler.needs_plate_tables:
+        raise ValueError(
+            f"{owner}: needs a model (its sites' plates make their coordinates conditionally "
+            "independent); a potential_fn has no plates. Pass the model instead."
+        )
     if init_params is None:
         raise ValueError(
             f"{owner}: with `potential_fn`, pass `init_params` to MCMC.run (they fix the shape "

@@ -108,7 +108,6 @@ def test_plate_gibbs_is_exactly_stationary():
 def test_forcing_plate_mode_on_a_coupled_site_breaks_stationarity(monkeypatch):
     """The power of the test above: with the setup's check bypassed, the block update of a
     coupled site is not stationary (and the check refuses it: next test)."""
-    monkeypatch.setattr(nx.kernels.PlateGibbs, "needs_plate_tables", True, raising=False)
     monkeypatch.setattr("numpyro_ext._setup.verify_plate_table", lambda *a, **k: None)
     kernel = nx.PlateGibbs(coupled_model)
     setup, local_fn = driver_setup(kernel)
@@ -120,6 +119,12 @@ def test_forcing_plate_mode_on_a_coupled_site_breaks_stationarity(monkeypatch):
     pi = np.exp(logp - logp.max())
     pi /= pi.sum()
     assert np.max(np.abs(pi @ p - pi)) > 1e-3
+
+
+def test_potential_mode_is_refused():
+    kernel = nx.PlateGibbs(potential_fn=lambda z: -jnp.sum(z), domain=nx.Binary())
+    with pytest.raises(ValueError, match="PlateGibbs: needs a model"):
+        kernel.init(jax.random.key(0), 0, jnp.zeros(3, jnp.int32), (), {})
 
 
 def test_a_coupled_site_is_refused_with_the_reason():
