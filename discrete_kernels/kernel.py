@@ -94,23 +94,33 @@ class Sites(NamedTuple):
     - **is_table** - per leaf, whether its local information is a table of exact local
       differences (categorical and exact sites) rather than a gradient.
     - **preconditioner** - per-leaf multipliers of the step size (arrays or None), or None.
+    - **colourings** - per leaf, None (its table's rows are exact conditionals all at once:
+      a plate) or an integer array of the leaf's shape whose coordinates of one colour are
+      conditionally independent given the rest (a chain, a lattice); None: no leaf coloured.
     """
 
     names: tuple
     domains: tuple[Domain, ...]
     is_table: tuple[bool, ...]
     preconditioner: tuple | None = None
+    colourings: tuple | None = None
 
     @classmethod
     def from_leaves(cls, leaves: Sequence[Any], preconditioner: tuple | None = None) -> Sites:
         """From the adapter's per-leaf records (anything with ``name``, ``domain`` and
         ``is_table``, such as :class:`discrete_kernels.sites.LeafSpec`)."""
+        colourings = tuple(getattr(s, "colours", None) for s in leaves)
         return cls(
             tuple(s.name for s in leaves),
             tuple(s.domain for s in leaves),
             tuple(s.is_table for s in leaves),
             preconditioner,
+            colourings if any(c is not None for c in colourings) else None,
         )
+
+    def colouring(self, j: int) -> Any:
+        """Leaf ``j``'s colours (an integer array of its shape), or None (one block)."""
+        return None if self.colourings is None else self.colourings[j]
 
 
 class NoiseShapes(NamedTuple):

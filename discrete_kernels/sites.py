@@ -83,6 +83,13 @@ class LeafSpec:
     name: Any
     domain: Domain
     mode: str
+    #: plate mode: None (every coordinate conditionally independent), or an integer array of
+    #: the leaf's shape (those of one colour are; :mod:`discrete_kernels.colouring`)
+    colours: Any = None
+
+    @property
+    def num_colours(self) -> int:
+        return 1 if self.colours is None else int(np.max(self.colours)) + 1
 
     @property
     def is_table(self) -> bool:

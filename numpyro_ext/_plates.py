@@ -17,12 +17,24 @@ from collections.abc import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro.distributions as dist
 from numpyro.infer.gibbs import with_conditioning
 from numpyro.infer.util import compute_log_probs
 
+from discrete_kernels.domains import Categorical
 from discrete_kernels.sites import LeafSpec, substitutions_at
 
-__all__ = ["element_terms_fn", "plate_dims", "verify_plate_table"]
+__all__ = [
+    "all_terms_fn",
+    "coloured_terms_fn",
+    "element_terms_fn",
+    "plate_dims",
+    "term_dependence",
+    "verify_plate_table",
+]
+
+#: relative change of a term below which it is judged not to depend on a coordinate
+DEPENDENCE_TOLERANCE = 1e-5
 
 #: coordinates of a site compared with single-site changes at setup, per checked point
 CHECKED_COORDINATES = 8
@@ -70,14 +82,17 @@ def element_terms_fn(
     shape: tuple,
     model_args: tuple,
     model_kwargs: dict | None,
-) -> Callable[[tuple], jax.Array]:
-    """``leaves -> g`` of leaf ``j``: the sum of every term indexed by all of the leaf's plates,
-    each reduced to the leaf's shape (the terms outside those plates are left out: the check
-    at setup verifies they do not depend on the leaf)."""
+) -> Callable[[tuple, jax.Array], jax.Array]:
+    """``(leaves, v) -> g`` of plate leaf ``j``: with every coordinate set to ``v``, the sum
+    of every term indexed by all of the leaf's plates, each reduced to the leaf's shape (the
+    terms outside those plates are left out: the check at setup verifies they do not depend
+    on the leaf)."""
     kwargs = {} if model_kwargs is None else model_kwargs
 
-    def terms(leaves: tuple) -> jax.Array:
+    def terms(leaves: tuple, value: jax.Array) -> jax.Array:
+        x = leaves[j]
         z = dict(zip(names, leaves))
+        z[names[j]] = jnp.full(x.shape, value, x.dtype)
         log_probs, model_trace = compute_log_probs(
             prepared_model, model_args, with_conditioning(kwargs, z), {}, sum_log_prob=False
         )
@@ -89,6 +104,128 @@ def element_terms_fn(
         return total
 
     return terms
+
+
+def all_terms_fn(
+    prepared_model: Callable, names: Sequence[str], model_args: tuple, model_kwargs: dict | None
+) -> Callable[[tuple], jax.Array]:
+    """``leaves -> terms``: every element of every site's log-density term, flat, shape (E,)
+    (each site's term at its batch shape, in trace order)."""
+    kwargs = {} if model_kwargs is None else model_kwargs
+
+    def terms(leaves: tuple) -> jax.Array:
+        z = dict(zip(names, leaves))
+        log_probs, model_trace = compute_log_probs(
+            prepared_model, model_args, with_conditioning(kwargs, z), {}, sum_log_prob=False
+        )
+        parts = []
+        for name, log_prob in log_probs.items():
+            site = model_trace[name]
+            if isinstance(site["fn"], dist.Independent):
+                # an event's terms element by element (their sum is the event's log density),
+                # so that e.g. .to_event(1) on independent coordinates does not couple them
+                log_prob = _unwrapped(site["fn"]).log_prob(site["value"])
+                if site.get("scale") is not None:
+                    log_prob = site["scale"] * log_prob
+            parts.append(jnp.ravel(jnp.asarray(log_prob, jnp.result_type(float))))
+        return jnp.concatenate(parts) if parts else jnp.zeros((0,))
+
+    return terms
+
+
+def _unwrapped(fn: dist.Distribution) -> dist.Distribution:
+    while isinstance(fn, dist.Independent):
+        fn = fn.base_dist
+    return fn
+
+
+def coloured_terms_fn(
+    all_terms: Callable[[tuple], jax.Array], j: int, colours: np.ndarray, owners: np.ndarray
+) -> Callable[[tuple, jax.Array], jax.Array]:
+    """``(leaves, v) -> g`` of coloured leaf ``j``: for each colour, the terms with that
+    colour's coordinates set to ``v`` summed by their owner (a term depends on at most one
+    coordinate of a colour; :func:`discrete_kernels.colouring.term_owners`), so coordinate
+    ``i`` gets the terms it owns at ``x_i = v``. Costs one evaluation per colour.
+
+    ``colours``: integer array of the leaf's shape; ``owners``: shape (C, E).
+    """
+    size = int(colours.size)
+    flat_colours = jnp.asarray(colours.reshape(-1))
+    owner_rows = jnp.asarray(owners)
+
+    def terms(leaves: tuple, value: jax.Array) -> jax.Array:
+        x = leaves[j]
+        flat = jnp.reshape(x, (-1,))
+        total = jnp.zeros((size,), jnp.result_type(float))
+        for colour in range(owners.shape[0]):
+            changed = jnp.where(flat_colours == colour, jnp.asarray(value, x.dtype), flat)
+            evaluated = all_terms(leaves[:j] + (jnp.reshape(changed, x.shape),) + leaves[j + 1 :])
+            owned = owner_rows[colour] < size
+            # unowned terms may be -inf/NaN at this substitution: keep them out of the sums
+            safe = jnp.where(owned, evaluated, 0.0)
+            total = (
+                total + jax.ops.segment_sum(safe, owner_rows[colour], num_segments=size + 1)[:size]
+            )
+        return jnp.reshape(total, x.shape)
+
+    return terms
+
+
+def term_dependence(
+    all_terms: Callable[[tuple], jax.Array],
+    j: int,
+    spec: LeafSpec,
+    points: Sequence[tuple],
+    seed: int = 0,
+    batch_size: int = 256,
+) -> np.ndarray:
+    """``D[i, e]``: whether term ``e`` depends on coordinate ``i`` of leaf ``j``, shape (N, E).
+
+    Two probes, united: the terms that change when the coordinate moves to the next value
+    (cyclically) at each of ``points`` (an index such as ``probs[z]``), and, for a leaf that
+    is not categorical, the non-zero entries of the terms' Jacobian at a random non-integer
+    point (arithmetic such as ``z_0 * z_1 * z_2``, whose change at an integer point can vanish
+    because another factor is 0). One evaluation per coordinate and probe, at setup.
+    """
+    domain = spec.domain
+    size = int(np.prod(points[0][j].shape))
+    compiled = jax.jit(
+        lambda point: jax.lax.map(
+            lambda i: _changed(all_terms, j, domain, point, i),
+            jnp.arange(size),
+            batch_size=batch_size,
+        )
+    )
+    dependence = np.logical_or.reduce([np.asarray(compiled(point)) for point in points])
+    if not isinstance(domain, Categorical):
+        x = points[0][j]
+        rng = np.random.default_rng(seed)
+        relaxed = domain.low + (domain.num_values - 1) * rng.uniform(0.1, 0.9, size=x.shape)
+        point = points[0]
+
+        def terms_at(value: jax.Array) -> jax.Array:
+            return all_terms(point[:j] + (value,) + point[j + 1 :])
+
+        try:
+            jacobian = jax.jit(jax.jacfwd(terms_at))(jnp.asarray(relaxed, jnp.result_type(float)))
+        except (TypeError, ValueError):  # a model that takes integer values only
+            return dependence
+        jacobian = np.asarray(jacobian).reshape(-1, size).T  # (N, E)
+        dependence |= np.abs(np.nan_to_num(jacobian, nan=1.0)) > 0
+    return dependence
+
+
+def _changed(all_terms: Callable, j: int, domain, point: tuple, i: jax.Array) -> jax.Array:
+    x = point[j]
+    flat = jnp.reshape(x, (-1,))
+    moved = (flat[i] - domain.low + 1) % domain.num_values + domain.low
+    changed = jnp.reshape(flat.at[i].set(moved.astype(x.dtype)), x.shape)
+    before = all_terms(point)
+    after = all_terms(point[:j] + (changed,) + point[j + 1 :])
+    # equal up to rounding: XLA may fuse the two evaluations of an unchanged term differently
+    close = jnp.abs(after - before) <= DEPENDENCE_TOLERANCE * (1.0 + jnp.abs(before))
+    same = (before == after) | close | (jnp.isnan(before) & jnp.isnan(after))
+    return ~same
 
 
 def verify_plate_table(

@@ -25,9 +25,22 @@ from numpyro.infer.util import _prepare_model_for_potential, potential_energy
 from discrete_kernels import Sampler, Sites
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
+from discrete_kernels.colouring import (
+    MAX_DEPENDENCE_ENTRIES,
+    check_colouring,
+    greedy_colouring,
+    term_owners,
+)
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
-from ._plates import element_terms_fn, plate_dims, verify_plate_table
+from ._plates import (
+    all_terms_fn,
+    coloured_terms_fn,
+    element_terms_fn,
+    plate_dims,
+    term_dependence,
+    verify_plate_table,
+)
 from ._target import (
     EXACT,
     GRADIENT,
@@ -56,6 +69,7 @@ class SiteSetup:
     - **potential_fn** / **prepared_model**, **enum** - what evaluates the log density.
     - **has_deterministic** - the model has deterministic sites (replayed after sampling).
     - **plate_dims** - per plate-mode leaf, ``{plate name: dim}`` of its coordinates.
+    - **term_owners** - per coloured plate-mode leaf, its terms' owners per colour (C, E).
     """
 
     leaves: tuple[LeafSpec, ...]
@@ -68,6 +82,7 @@ class SiteSetup:
     enum: bool = False
     has_deterministic: bool = False
     plate_dims: dict = field(default_factory=dict)
+    term_owners: dict = field(default_factory=dict)
 
     @property
     def names(self) -> list:
@@ -108,19 +123,25 @@ class SiteSetup:
         if not with_locals:
             return lambda leaves: (log_density(leaves), ())
         prepared = self.prepared_model
-        element_terms = {
-            j: element_terms_fn(
-                prepared,
-                self.names,
-                j,
-                self.plate_dims[s.name],
-                self.leaf_shapes[j],
-                model_args,
-                model_kwargs,
-            )
-            for j, s in enumerate(self.leaves)
-            if s.is_plate and prepared is not None
-        }
+        element_terms: dict = {}
+        for j, s in enumerate(self.leaves):
+            if not s.is_plate or prepared is None:
+                continue
+            if s.colours is None:
+                element_terms[j] = element_terms_fn(
+                    prepared,
+                    self.names,
+                    j,
+                    self.plate_dims[s.name],
+                    self.leaf_shapes[j],
+                    model_args,
+                    model_kwargs,
+                )
+            else:
+                all_terms = all_terms_fn(prepared, self.names, model_args, model_kwargs)
+                element_terms[j] = coloured_terms_fn(
+                    all_terms, j, s.colours, self.term_owners[s.name]
+                )
         return make_local_fn(log_density, self.leaves, element_terms)
 
     def to_leaves(self, z: Any) -> tuple:
@@ -268,13 +289,22 @@ def setup_model(
         if sampler.needs_plate_tables or (s.mode == EXACT and s.name in structural)
     ]
     dims: dict = {}
+    owners: dict = {}
     if wanted:
         plate_key = ("plates", tuple(site_shapes.items()), tuple(wanted))
         if plate_key not in decisions:
             decisions[plate_key] = _plate_leaves(
-                owner, setup, leaves, structural, wanted, model, model_args, model_kwargs
+                owner,
+                setup,
+                leaves,
+                structural,
+                wanted,
+                model,
+                model_args,
+                model_kwargs,
+                getattr(sampler, "blocks", None),
             )
-        leaves, dims = decisions[plate_key]
+        leaves, dims, owners = decisions[plate_key]
     sites = _sites(owner, leaves, setup.leaf_shapes, sampler, options, None)
     return SiteSetup(
         leaves,
@@ -285,6 +315,7 @@ def setup_model(
         enum=enum,
         has_deterministic=has_deterministic,
         plate_dims=dims,
+        term_owners=owners,
     )
 
 
@@ -297,48 +328,173 @@ def _plate_leaves(
     model: Callable,
     model_args: tuple,
     model_kwargs: dict,
-) -> tuple[tuple[LeafSpec, ...], dict]:
+    blocks: dict | None = None,
+) -> tuple[tuple[LeafSpec, ...], dict, dict]:
     """The leaves with the ``wanted`` ones in plate mode where their plates make their
-    coordinates conditionally independent (verified at a prior draw and a random state), and
-    their plate dims. A sampler that needs plate tables gets an error naming the site and the
-    reason otherwise; an exact site keeps its single-site table."""
-    out, dims = list(leaves), dict[str, dict]()
+    coordinates conditionally independent, or else a colouring does (the user's ``blocks``
+    or a greedy one from the terms each coordinate changes), verified at a prior draw and a
+    random state; their plate dims and their term owners. A sampler that needs plate tables
+    gets an error naming the site and the reason otherwise; an exact site keeps its
+    single-site table."""
+    out, dims, owners = list(leaves), dict[str, dict](), dict[str, np.ndarray]()
+    blocks = {} if blocks is None else blocks
+    points = [
+        tuple(jnp.asarray(draw[n]["value"], setup.site_dtypes[n]) for n in setup.names)
+        for draw in (
+            prototype_trace(conditioned(model), random.key(seed), model_args, model_kwargs)
+            for seed in (0, 1)
+        )
+    ]
     for j, spec in enumerate(leaves):
         if spec.name not in wanted:
             continue
         leaf_dims, reason = structural.get(spec.name, ({}, "the model enumerates sites"))
-        if reason is None:
-            candidate = list(out)
-            candidate[j] = LeafSpec(spec.name, spec.domain, PLATE)
-            trial = SiteSetup(
-                tuple(candidate),
-                Sites.from_leaves(candidate),
-                setup.leaf_shapes,
-                **_rest(setup),
-                plate_dims={**dims, spec.name: leaf_dims},
-            )
-            point = prototype_trace(conditioned(model), random.key(0), model_args, model_kwargs)
-            values = tuple(
-                jnp.asarray(point[n]["value"], setup.site_dtypes[n]) for n in setup.names
-            )
-            reason = verify_plate_table(
-                candidate[j],
+        colours, owner_rows = None, None
+        if reason is None and spec.name not in blocks:
+            reason = _verified(
+                setup,
+                out,
                 j,
-                values,
-                trial.local_fn(model_args, model_kwargs),
-                trial.log_density_fn(model_args, model_kwargs),
+                spec,
+                None,
+                leaf_dims,
+                None,
+                points,
+                dims,
+                owners,
+                model_args,
+                model_kwargs,
             )
+        if reason is not None or spec.name in blocks:
+            if setup.enum:
+                colour_reason: str | None = "the model enumerates sites"
+            else:
+                colours, owner_rows, colour_reason = _colouring(
+                    setup, j, spec, points, blocks.get(spec.name), model_args, model_kwargs
+                )
+            if colour_reason is None:
+                leaf_dims = {}
+                colour_reason = _verified(
+                    setup,
+                    out,
+                    j,
+                    spec,
+                    colours,
+                    {},
+                    owner_rows,
+                    points,
+                    dims,
+                    owners,
+                    model_args,
+                    model_kwargs,
+                )
+            if colour_reason is not None:
+                reason = colour_reason if reason is None else f"{reason}; {colour_reason}"
+                colours = None
+            else:
+                reason = None
         if reason is None:
-            out[j] = LeafSpec(spec.name, spec.domain, PLATE)
+            out[j] = LeafSpec(spec.name, spec.domain, PLATE, colours)
             dims[spec.name] = leaf_dims
+            if owner_rows is not None:
+                owners[spec.name] = owner_rows
         elif spec.mode != EXACT:  # a sampler that needs every site's plate table
             raise ValueError(
                 f"{owner}: site {spec.name!r} is not conditionally independent in its "
-                f"coordinates: {reason}. Sample it with another kernel (a numpyro.infer.Gibbs "
-                "block of nx.GWG, nx.DMALA or NumPyro's DiscreteGibbs) and keep "
-                f"{owner} for the sites in plates."
+                f"coordinates, nor in blocks of them: {reason}. Sample it with another kernel "
+                "(a numpyro.infer.Gibbs block of nx.GWG, nx.DMALA or NumPyro's DiscreteGibbs) "
+                f"and keep {owner} for the sites in plates."
             )
-    return tuple(out), dims
+    return tuple(out), dims, owners
+
+
+def _verified(
+    setup: SiteSetup,
+    leaves: Sequence[LeafSpec],
+    j: int,
+    spec: LeafSpec,
+    colours: np.ndarray | None,
+    leaf_dims: dict,
+    owner_rows: np.ndarray | None,
+    points: Sequence[tuple],
+    dims: dict,
+    owners: dict,
+    model_args: tuple,
+    model_kwargs: dict,
+) -> str | None:
+    """None when leaf ``j``'s plate-mode table (a plate's, or a colouring's) matches
+    single-site changes at the first of ``points`` and a random state, else the reason."""
+    candidate = list(leaves)
+    candidate[j] = LeafSpec(spec.name, spec.domain, PLATE, colours)
+    trial = SiteSetup(
+        tuple(candidate),
+        Sites.from_leaves(candidate),
+        setup.leaf_shapes,
+        **_rest(setup),
+        plate_dims={**dims, spec.name: leaf_dims},
+        term_owners=owners if owner_rows is None else {**owners, spec.name: owner_rows},
+    )
+    return verify_plate_table(
+        candidate[j],
+        j,
+        points[0],
+        trial.local_fn(model_args, model_kwargs),
+        trial.log_density_fn(model_args, model_kwargs),
+    )
+
+
+def _colouring(
+    setup: SiteSetup,
+    j: int,
+    spec: LeafSpec,
+    points: Sequence[tuple],
+    given: Any,
+    model_args: tuple,
+    model_kwargs: dict,
+) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
+    """``(colours, owners, None)`` of leaf ``j`` (colours of its shape, term owners of shape
+    (C, E)), or ``(None, None, reason)``: the user's colouring ``given`` (checked) or a greedy
+    one, from the terms each coordinate changes at ``points``."""
+    shape = setup.leaf_shapes[j]
+    size = math.prod(shape)
+    if given is None and size == 1:
+        return None, None, "it is a single coordinate"
+    assert setup.prepared_model is not None
+    all_terms = all_terms_fn(setup.prepared_model, setup.names, model_args, model_kwargs)
+    num_terms = int(jax.eval_shape(all_terms, points[0]).shape[0])
+    # an exact site of a gradient kernel has its single-site table to fall back on: probe less
+    limit = MAX_DEPENDENCE_ENTRIES if spec.mode != EXACT else MAX_DEPENDENCE_ENTRIES // 16
+    if size * num_terms > limit:
+        return (
+            None,
+            None,
+            (
+                f"its {size} coordinates and the model's {num_terms} terms are too many to find "
+                "which terms each coordinate changes"
+            ),
+        )
+    dependence = term_dependence(all_terms, j, spec, points)
+    if given is None:
+        colours = greedy_colouring(dependence)
+    else:
+        colours = np.asarray(given)
+        if colours.shape != tuple(shape) or not np.issubdtype(colours.dtype, np.integer):
+            return (
+                None,
+                None,
+                (
+                    f"blocks[{spec.name!r}] must be an integer array of the site's shape {shape}, "
+                    f"got {colours.dtype} {colours.shape}"
+                ),
+            )
+        colours = colours.reshape(-1)
+        problem = check_colouring(dependence, colours)
+        if problem is not None:
+            return None, None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}"
+    num_colours = int(colours.max()) + 1
+    if given is None and num_colours >= size:
+        return None, None, "every coordinate interacts with every other (a term over all of them)"
+    return colours.reshape(shape), term_owners(dependence, colours), None
 
 
 def _switch_badly_estimated_sites(

@@ -139,8 +139,8 @@ def make_local_fn(
     Gradient leaves are differentiated as floats; one-hot leaves (potential mode) are passed
     to ``log_density`` as one-hot floats and differentiated there; exact leaves are
     evaluated at every single-site substitution with ``vmap``; plate leaves from their
-    per-coordinate terms (``element_terms[j]: leaves -> g`` of the leaf's shape) at each of
-    their ``S`` values, every coordinate at once.
+    per-coordinate terms (``element_terms[j]: (leaves, v) -> g``, ``g_i(v)`` of the leaf's shape)
+    at each of their ``S`` values, every coordinate at once.
     """
     element_terms = {} if element_terms is None else element_terms
     differentiable = [j for j, s in enumerate(specs) if s.mode not in (EXACT, PLATE)]
@@ -187,12 +187,8 @@ def make_local_fn(
 
 
 def _plate_table(f: jax.Array, leaves: tuple, j: int, domain: Domain, terms: Callable) -> jax.Array:
-    """The exact table of plate leaf ``j``: its terms with every coordinate at each value."""
+    """The exact table of plate leaf ``j``: its terms ``g_i(v)`` at each value ``v``."""
     x = leaves[j]
     values = jnp.arange(domain.num_values, dtype=x.dtype) + jnp.asarray(domain.low, x.dtype)
-
-    def at(value: jax.Array) -> jax.Array:
-        return terms(leaves[:j] + (jnp.full(x.shape, value, x.dtype),) + leaves[j + 1 :])
-
-    by_value = jnp.moveaxis(jax.vmap(at)(values), 0, -1)  # (n..., S)
+    by_value = jnp.moveaxis(jax.vmap(lambda v: terms(leaves, v))(values), 0, -1)  # (n..., S)
     return table_from_element_terms(f, by_value, x, domain)

@@ -16,7 +16,7 @@ systematic scan), each from the table at the current values of the others.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -34,7 +34,7 @@ from ..kernel import (
     hamming_distance,
 )
 
-__all__ = ["PlateGibbs", "plate_gibbs_step"]
+__all__ = ["MAX_COLOURS", "PlateGibbs", "plate_gibbs_step"]
 
 
 def plate_gibbs_step(
@@ -43,16 +43,20 @@ def plate_gibbs_step(
     *,
     local_fn: LocalFn,
     domains: Sequence[Domain],
+    colourings: Sequence[Any] | None = None,
 ) -> tuple[ChainState, StepInfo]:
-    """One systematic scan: each leaf in turn drawn whole from its exact conditional.
+    """One systematic scan: each leaf in turn, colour by colour, drawn from its exact
+    conditional.
 
     Parameters
     ----------
     state : ChainState
         Its locals are the leaves' exact tables, shape ``(n..., S)`` per leaf.
     uniforms : per leaf, uniforms in [0, 1) of the leaf's shape
-    local_fn : ``leaves -> (f, tables)``; evaluated once per leaf
+    local_fn : ``leaves -> (f, tables)``; evaluated once per leaf and colour
     domains : per leaf
+    colourings : per leaf, None (one block: a plate) or an integer array of the leaf's shape;
+        the coordinates of one colour are drawn together, the colours in turn
 
     Returns
     -------
@@ -61,37 +65,66 @@ def plate_gibbs_step(
         ``hamming_distance`` how many did.
     """
     chain = state
-    for j, (domain, u) in enumerate(zip(domains, uniforms)):
+    colourings = [None] * len(domains) if colourings is None else colourings
+    for j, (domain, u, colours) in enumerate(zip(domains, uniforms, colourings)):
         x = chain.x[j]
         xp = array_namespace(x)
-        value = categorical_from_uniform(chain.local[j], u) + domain.low
-        leaves = chain.x[:j] + (xp.astype(value, x.dtype),) + chain.x[j + 1 :]
-        f, local = local_fn(leaves)
-        chain = ChainState(leaves, f, tuple(local))
+        num_colours = 1 if colours is None else int(colours.max()) + 1
+        for colour in range(num_colours):
+            value = xp.astype(categorical_from_uniform(chain.local[j], u) + domain.low, x.dtype)
+            if colours is not None:  # only this colour's rows are conditionals now
+                value = xp.where(xp.asarray(colours) == colour, value, chain.x[j])
+            leaves = chain.x[:j] + (value,) + chain.x[j + 1 :]
+            f, local = local_fn(leaves)
+            chain = ChainState(leaves, f, tuple(local))
     distance = hamming_distance(state.x, chain.x, chain.log_density)
     xp = array_namespace(distance)
     return chain, StepInfo(xp.ones_like(distance), distance > 0, distance)
 
 
+#: most colours of one site PlateGibbs takes: a sweep costs ``C^2 x S`` evaluations per site
+MAX_COLOURS = 16
+
+
 @dataclass(frozen=True, eq=False)
 class PlateGibbs(Sampler):
-    """Exact Gibbs updates of whole plates: every coordinate of a site whose coordinates are
+    """Exact Gibbs updates of whole blocks: every coordinate of a site whose coordinates are
     conditionally independent given the rest (one indicator per row, one class per item) is
-    drawn at once from its exact conditional, the sites in turn.
+    drawn at once from its exact conditional, the sites in turn; a site whose coordinates
+    interact locally (a chain, a ``scan`` over time, a lattice) is drawn colour by colour,
+    the coordinates of one colour at once.
 
-    A step costs ``S`` vectorised evaluations of the model per site (``S`` values), not
+    A step costs ``S`` vectorised evaluations of the model per plate site (``S`` values), and
+    ``C^2 x S`` for a site of ``C`` colours (two for a chain or a 4-neighbour lattice), not
     ``N x S`` as a one-coordinate-at-a-time sweep does. At setup the drivers read each site's
-    plates from the model's trace and verify the independence numerically; a site that is not
-    conditionally independent in its coordinates (a chain, a lattice, a ``factor`` over the
-    whole site) is refused with the reason. Use it alone or as a block of ``Gibbs`` next to
-    NUTS for the continuous sites. No options; nothing is adapted.
+    plates from the model's trace; for a site that is not a plate they find which terms each
+    coordinate changes and colour the coordinates so that no term depends on two of one colour
+    (greedily, in row-major order: even/odd for a chain, a checkerboard for a lattice); both
+    are verified numerically against single-site changes. A site whose every coordinate
+    interacts with every other (a ``factor`` over the whole site) is refused with the reason.
+    Use it alone or as a block of ``Gibbs`` next to NUTS for the continuous sites. Nothing is
+    adapted.
+
+    Parameters
+    ----------
+    blocks : dict, optional
+        ``{site name: integer array of the site's shape}``: a colouring to use instead of the
+        greedy one (checked at setup: no term may depend on two coordinates of one colour).
     """
 
+    blocks: Mapping[str, Any] | None = None
     name: ClassVar[str] = "PlateGibbs"
     reported: ClassVar[tuple[str, ...]] = ("accepted", "hamming_distance")
     progress: ClassVar[tuple[tuple[str, str, str], ...]] = (("changed", "hamming_distance", ".3g"),)
     site_options: ClassVar[tuple[str, ...]] = ()
     needs_plate_tables: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.blocks is not None and not isinstance(self.blocks, Mapping):
+            raise TypeError(
+                f"{self.name}: blocks must be a dict {{site name: integer array of the site's "
+                f"shape}}, got {type(self.blocks).__name__}."
+            )
 
     def check_sites(self, sites: Sites, flat_dim: int) -> None:
         if not all(sites.is_table):
@@ -100,6 +133,21 @@ class PlateGibbs(Sampler):
                 f"{self.name}: sites {missing} have no exact conditional table; every site "
                 "must be conditionally independent in its coordinates."
             )
+        unknown = sorted(set(self.blocks or {}) - set(sites.names))
+        if unknown:
+            raise ValueError(
+                f"{self.name}: blocks names {unknown}, not sites of this kernel "
+                f"({list(sites.names)})."
+            )
+        for j, name in enumerate(sites.names):
+            colours = sites.colouring(j)
+            if colours is not None and int(colours.max()) + 1 > MAX_COLOURS:
+                raise ValueError(
+                    f"{self.name}: site {name!r} needs {int(colours.max()) + 1} colours (its "
+                    f"coordinates interact widely); at most {MAX_COLOURS}, since a sweep costs "
+                    "colours^2 evaluations. Sample it with nx.GWG or nx.DMALA in a "
+                    "numpyro.infer.Gibbs block."
+                )
 
     def noise_shapes(self, sites: Sites, leaf_shapes: Sequence[tuple[int, ...]]) -> NoiseShapes:
         return NoiseShapes(tuple(tuple(shape) for shape in leaf_shapes))
@@ -114,14 +162,20 @@ class PlateGibbs(Sampler):
         return {}
 
     def step(self, chain, noise, params, adapt_state, sites, local_fn):
-        return plate_gibbs_step(chain, noise.uniforms, local_fn=local_fn, domains=sites.domains)
+        return plate_gibbs_step(
+            chain,
+            noise.uniforms,
+            local_fn=local_fn,
+            domains=sites.domains,
+            colourings=sites.colourings,
+        )
 
     def log_proposal(self, chain: ChainState, ys: tuple, params: StepParameters, sites: Sites):
         """``log q(ys | chain)`` of one scan (for exact tests), the leaves' tables recomputed
         along the scan only through ``chain``: valid for one leaf, where the scan is one draw
         from the table."""
-        if len(ys) != 1:
-            raise NotImplementedError("log_proposal of PlateGibbs: one leaf only")
+        if len(ys) != 1 or sites.colouring(0) is not None:
+            raise NotImplementedError("log_proposal of PlateGibbs: one uncoloured leaf only")
         table = chain.local[0]
         xp = array_namespace(table)
         values = xp.arange(table.shape[-1]) + sites.domains[0].low

@@ -127,11 +127,34 @@ def test_potential_mode_is_refused():
         kernel.init(jax.random.key(0), 0, jnp.zeros(3, jnp.int32), (), {})
 
 
-def test_a_coupled_site_is_refused_with_the_reason():
-    with pytest.raises(ValueError, match="'z' is not conditionally independent.*outside its own"):
-        driver_setup(nx.PlateGibbs(coupled_model))
-    with pytest.raises(ValueError, match="'z' is not conditionally independent.*not a plate"):
-        driver_setup(nx.PlateGibbs(lambda: numpyro.sample("z", dist.Bernoulli(0.5).expand([3]))))
+def chain_pair_model():
+    """Pair terms of a chain, one factor element per pair: two colours."""
+    with numpyro.plate("rows", 3):
+        z = numpyro.sample("z", dist.Bernoulli(0.5))
+    numpyro.factor("pairs", jnp.array([0.8, -0.6]) * z[:-1] * z[1:])
+
+
+def fully_coupled_model():
+    """One factor over all coordinates: no two may share a colour."""
+    with numpyro.plate("rows", 3):
+        z = numpyro.sample("z", dist.Bernoulli(0.5))
+    numpyro.factor("triple", 0.8 * z[0] * z[1] * z[2])
+
+
+def test_a_fully_coupled_site_is_refused_with_the_reason():
+    with pytest.raises(
+        ValueError, match="'z' is not conditionally independent.*outside its own.*every coordinate"
+    ):
+        driver_setup(nx.PlateGibbs(fully_coupled_model))
+
+
+def test_a_coupled_plate_site_is_coloured_and_a_site_outside_plates_is_one_block():
+    setup, _ = driver_setup(nx.PlateGibbs(chain_pair_model))  # a chain z0 - z1 - z2
+    np.testing.assert_array_equal(setup.leaves[0].colours, [0, 1, 0])
+    setup, _ = driver_setup(
+        nx.PlateGibbs(lambda: numpyro.sample("z", dist.Bernoulli(0.5).expand([3])))
+    )
+    np.testing.assert_array_equal(setup.leaves[0].colours, [0, 0, 0])
 
 
 def test_plate_gibbs_alone_matches_exact_marginals():
