@@ -556,7 +556,14 @@ def _switch_badly_estimated_sites(
         compiled_local_fn = jax.jit(make_local_fn(log_density, specs))
         evaluated = [compiled_local_fn(row) for row in rows]
     except TypeError:  # some site is used as an index: find it, then check the rest
-        switched = _switch_index_sites(owner, specs, leaves, log_density)
+        switched = _switch_index_sites(
+            owner,
+            specs,
+            leaves,
+            log_density,
+            plate_sites,
+            lambda j: _colouring(setup, j, specs[j], rows[:2], None, model_args, model_kwargs)[0],
+        )
         if switched == specs:
             return specs
         again = SiteSetup(switched, Sites.from_leaves(switched), setup.leaf_shapes, **_rest(setup))
@@ -597,7 +604,12 @@ def _rest(setup: SiteSetup) -> dict:
 
 
 def _switch_index_sites(
-    owner: str, specs: tuple[LeafSpec, ...], leaves: tuple, log_density: Callable
+    owner: str,
+    specs: tuple[LeafSpec, ...],
+    leaves: tuple,
+    log_density: Callable,
+    plate_sites: set | frozenset = frozenset(),
+    colours_of: Callable[[int], np.ndarray | None] | None = None,
 ) -> tuple[LeafSpec, ...]:
     """Gradient sites the log density cannot be differentiated in (values used as indices),
     found one at a time with the others held exact (shapes only, nothing computed), switched
@@ -614,7 +626,15 @@ def _switch_index_sites(
             jax.eval_shape(make_local_fn(log_density, alone), leaves)
         except TypeError:
             failing.append(j)
-    sizes = [int(np.prod(jnp.shape(x))) for x in leaves]
+    # a site in plates costs S evaluations of its terms per step, a coloured one C x S, not N x S
+    sizes = [
+        1 if s.name in plate_sites else int(np.prod(jnp.shape(x))) for s, x in zip(specs, leaves)
+    ]
+    for j in failing:
+        if sizes[j] * specs[j].domain.num_values > site_rules.AUTO_EXACT_BUDGET and colours_of:
+            colours = colours_of(j)
+            if colours is not None:
+                sizes[j] = int(colours.max()) + 1
     return site_rules.switch_index_sites(owner, specs, failing, sizes)
 
 

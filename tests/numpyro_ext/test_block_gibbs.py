@@ -279,3 +279,26 @@ def test_blocks_takes_a_valid_colouring_and_refuses_a_wrong_one():
         driver_setup(nx.PlateGibbs(lattice_model, blocks={"w": rows}))
     with pytest.raises(TypeError, match="blocks must be a dict"):
         nx.PlateGibbs(lattice_model, blocks=rows)
+
+
+def capture_model(y):
+    """Presence per animal and occasion carried through scan with an integer start: the
+    values are indices for the carry (no gradient), 600 coordinates."""
+    num_animals = y.shape[1]
+
+    def step(present, y_t):
+        with numpyro.plate("animals", num_animals, dim=-1):
+            z = numpyro.sample("z", dist.Bernoulli(jnp.where(present > 0, 0.7, 0.0) * 0.98 + 0.01))
+            numpyro.sample("y", dist.Bernoulli(z * 0.4), obs=y_t)
+        return z, None
+
+    scan(step, jnp.ones(num_animals, dtype=jnp.int32), y)
+
+
+def test_a_scan_carried_site_of_600_coordinates_runs_with_gradient_kernels():
+    """Today's failure at setup (carry dtypes) is gone: the site is switched to exact
+    differences from its coloured table (2 colours x 2 values, within the automatic budget)."""
+    y = (np.random.default_rng(0).random((6, 100)) < 0.4).astype(np.float32)
+    with pytest.warns(UserWarning, match="'z' as an index.*4 log-density evaluations"):
+        setup, _ = driver_setup(nx.DMALA(capture_model), y)
+    assert setup.leaves[0].mode == dk.sites.PLATE and setup.leaves[0].num_colours == 2
