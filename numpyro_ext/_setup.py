@@ -299,7 +299,7 @@ def _plate_leaves(
     model_kwargs: dict,
 ) -> tuple[tuple[LeafSpec, ...], dict]:
     """The leaves with the ``wanted`` ones in plate mode where their plates make their
-    coordinates conditionally independent (verified at a prior draw and a random state), and
+    coordinates conditionally independent (verified at a prior draw and two other states), and
     their plate dims. A sampler that needs plate tables gets an error naming the site and the
     reason otherwise; an exact site keeps its single-site table."""
     out, dims = list(leaves), dict[str, dict]()
@@ -332,11 +332,11 @@ def _plate_leaves(
             out[j] = LeafSpec(spec.name, spec.domain, PLATE)
             dims[spec.name] = leaf_dims
         elif spec.mode != EXACT:  # a sampler that needs every site's plate table
-            raise ValueError(
-                f"{owner}: site {spec.name!r} is not conditionally independent in its "
-                f"coordinates: {reason}. Sample it with another kernel (a numpyro.infer.Gibbs "
-                "block of nx.GWG, nx.DMALA or NumPyro's DiscreteGibbs) and keep "
-                f"{owner} for the sites in plates."
+            raise site_rules.not_plate_error(
+                owner,
+                spec.name,
+                reason,
+                "a numpyro.infer.Gibbs block of nx.GWG, nx.DMALA or NumPyro's DiscreteGibbs",
             )
     return tuple(out), dims
 
