@@ -509,10 +509,10 @@ def plate_check_draws(domain: Domain, shape: Sequence[int], seed: int = 0) -> tu
     """What the setup's check of a plate table looks at besides the start: the flat indices of
     at most :data:`PLATE_CHECKED_COORDINATES` coordinates, and two states of the leaf.
 
-    The states are a random one (uniform over the domain's values) and the same with every
-    coordinate moved to its next value (cyclically): a coupling between coordinates that
-    vanishes at some values (``z_a * z_b`` at ``z_b = 0``) shows at one of the two for
-    every coordinate.
+    The states are a random one (uniform over each coordinate's values, inside its bounds)
+    and the same with every coordinate moved to its next value (cyclically, inside its
+    bounds): a coupling between coordinates that vanishes at some values (``z_a * z_b`` at
+    ``z_b = 0``) shows at one of the two for every coordinate.
 
     Returns
     -------
@@ -523,8 +523,14 @@ def plate_check_draws(domain: Domain, shape: Sequence[int], seed: int = 0) -> tu
     rng = np.random.default_rng(seed)
     size = int(np.prod(shape))
     chosen = rng.choice(size, min(size, PLATE_CHECKED_COORDINATES), replace=False)
-    other = rng.integers(domain.low, domain.low + domain.num_values, size=tuple(shape))
-    shifted = (other - domain.low + 1) % domain.num_values + domain.low
+    # per-coordinate bounds (an Ordinal's lower/upper): a state outside them has no density
+    lower = getattr(domain, "lower", None)
+    upper = getattr(domain, "upper", None)
+    low = np.broadcast_to(domain.low if lower is None else np.asarray(lower), tuple(shape))
+    top = domain.low + domain.num_values - 1
+    high = np.broadcast_to(top if upper is None else np.asarray(upper), tuple(shape))
+    other = rng.integers(low, high + 1)
+    shifted = (other - low + 1) % (high - low + 1) + low
     return sorted(set(chosen.tolist())), [other, shifted]
 
 

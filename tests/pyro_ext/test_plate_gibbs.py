@@ -125,6 +125,21 @@ def test_terms_of_an_inner_plate_are_summed_to_the_site():
     assert torch.allclose(table, exact, atol=1e-4)
 
 
+def binomial_model():
+    """Per-coordinate supports (total counts 2, 3, 4): values beyond a count are impossible."""
+    with pyro.plate("rows", 3):
+        k = pyro.sample("k", dist.Binomial(torch.tensor([2.0, 3.0, 4.0]), 0.5))
+        pyro.sample("y", dist.Normal(k, 1.0), obs=torch.tensor([1.0, 2.0, 0.5]))
+
+
+def test_per_coordinate_supports_keep_plate_mode_and_impossible_values():
+    setup, local_fn = driver_setup(px.PlateGibbs(binomial_model))
+    assert [s.mode for s in setup.leaves] == [dk.sites.PLATE]
+    _, (table,) = local_fn((torch.tensor([1.0, 0.0, 4.0]),))
+    beyond = torch.arange(5) > torch.tensor([2, 3, 4])[:, None]
+    assert torch.all(table[beyond] == -torch.inf) and torch.all(torch.isfinite(table[~beyond]))
+
+
 def test_plate_gibbs_is_exactly_stationary():
     kernel = px.PlateGibbs(discrete_plate_model)
     setup, local_fn = driver_setup(kernel)
