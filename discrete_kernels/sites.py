@@ -23,6 +23,12 @@ from .local import local_delta
 from .validation import check_kernel_options, check_positive_array, check_site_names
 
 __all__ = [
+    "PLATE_CHECKED_COORDINATES",
+    "align_element_term",
+    "not_plate_error",
+    "plate_check_draws",
+    "plate_dims_of",
+    "plate_table_mismatch",
     "table_from_element_terms",
     "AUTO_EXACT_BUDGET",
     "EXACT",
@@ -427,6 +433,150 @@ def table_from_element_terms(log_density: Array, terms: Array, x: Array, domain:
     at_current = values == xp.astype(x, values.dtype)[..., None]
     current = xp.sum(xp.where(at_current, terms, xp.zeros_like(terms)), axis=-1)
     return terms + (log_density - current)[..., None]
+
+
+# ------------------------------------------------------------------------------------------
+# plate-aware tables: which sites split by coordinate, their terms, the check at setup
+
+PLATE_CHECKED_COORDINATES = 8
+"""Coordinates of a site compared with single-site changes at setup, per checked point, before
+its table is computed from its per-coordinate terms (plate mode)."""
+
+
+def plate_dims_of(
+    shape: Sequence[int], event_shape: Sequence[int], frames: Sequence[tuple[str, int | None, int]]
+) -> tuple[dict, str | None]:
+    """Which plate indexes each dimension of a site, from the site's plate frames.
+
+    Parameters
+    ----------
+    shape : the site's value shape (batch shape: no event dimensions)
+    event_shape : the site's distribution's event shape
+    frames : ``(name, dim, size)`` of each plate the site is in (``dim`` negative, counted
+        from the right of the batch shape; None for a sequential plate)
+
+    Returns
+    -------
+    ``({plate name: dim}, None)`` when every dimension of size > 1 is a plate of its size,
+    else ``({}, reason)`` with the reason in words.
+    """
+    if tuple(event_shape):
+        return {}, "its coordinates are one event (an event shape, e.g. .to_event)"
+    if not tuple(shape):
+        return {}, "it is a single coordinate"
+    by_dim = {dim: (name, int(size)) for name, dim, size in frames if dim is not None}
+    ndim = len(shape)
+    dims = {}
+    for axis, size in enumerate(shape):
+        dim = axis - ndim
+        if dim not in by_dim:
+            if size == 1:
+                continue
+            return {}, f"its dimension {dim} (size {size}) is not a plate"
+        name, plate_size = by_dim[dim]
+        if plate_size != size:  # (a subsampled plate's frame has the subsample's size)
+            return {}, f"its dimension {dim} (size {size}) is not its plate's ({plate_size})"
+        dims[name] = dim
+    return dims, None
+
+
+def align_element_term(
+    log_prob: Array, leaf_dims: Mapping[str, int], shape: Sequence[int]
+) -> Array:
+    """One log-density term indexed by (at least) a leaf's plates, in the leaf's shape: summed
+    over every other dimension (inner plates, or dimensions the leaf does not have).
+
+    Parameters
+    ----------
+    log_prob : array, shape (m...)
+        A site's per-element log density (its batch shape), in every plate of ``leaf_dims``
+        at the same dims.
+    leaf_dims : ``{plate name: dim}`` of the leaf (:func:`plate_dims_of`)
+    shape : the leaf's shape (n...)
+
+    Returns
+    -------
+    array, shape (n...)
+    """
+    xp = array_namespace(log_prob)
+    ndim = len(shape)
+    if log_prob.ndim < ndim:
+        log_prob = xp.reshape(log_prob, (1,) * (ndim - log_prob.ndim) + tuple(log_prob.shape))
+    keep = {log_prob.ndim + dim for dim in leaf_dims.values()}
+    extra = tuple(a for a in range(log_prob.ndim) if a not in keep)
+    if extra:
+        # keepdims: the kept axes stay where the leaf has them; the leading ones (all summed
+        # away, since the leaf's dims are among its last ndim) are dropped
+        log_prob = xp.sum(log_prob, axis=extra, keepdims=True)
+        log_prob = xp.reshape(log_prob, tuple(log_prob.shape[log_prob.ndim - ndim :]))
+    return xp.broadcast_to(log_prob, tuple(shape))
+
+
+def plate_check_draws(domain: Domain, shape: Sequence[int], seed: int = 0) -> tuple[list, list]:
+    """What the setup's check of a plate table looks at besides the start: the flat indices of
+    at most :data:`PLATE_CHECKED_COORDINATES` coordinates, and two states of the leaf.
+
+    The states are a random one (uniform over each coordinate's values, inside its bounds)
+    and the same with every coordinate moved to its next value (cyclically, inside its
+    bounds): a coupling between coordinates that vanishes at some values (``z_a * z_b`` at
+    ``z_b = 0``) shows at one of the two for every coordinate.
+
+    Returns
+    -------
+    (chosen, others)
+        ``chosen`` a sorted list of flat indices; ``others`` two int64 numpy arrays of
+        ``shape``.
+    """
+    rng = np.random.default_rng(seed)
+    size = int(np.prod(shape))
+    chosen = rng.choice(size, min(size, PLATE_CHECKED_COORDINATES), replace=False)
+    # per-coordinate bounds (an Ordinal's lower/upper): a state outside them has no density
+    lower = getattr(domain, "lower", None)
+    upper = getattr(domain, "upper", None)
+    low = np.broadcast_to(domain.low if lower is None else np.asarray(lower), tuple(shape))
+    top = domain.low + domain.num_values - 1
+    high = np.broadcast_to(top if upper is None else np.asarray(upper), tuple(shape))
+    other = rng.integers(low, high + 1)
+    shifted = (other - low + 1) % (high - low + 1) + low
+    return sorted(set(chosen.tolist())), [other, shifted]
+
+
+def plate_table_mismatch(table: Any, exact: Any, log_density: float) -> str | None:
+    """None when a plate table's rows match the model's single-site changes, else the reason.
+
+    Parameters
+    ----------
+    table : numpy array, shape (k, S)
+        Rows of the table from the per-coordinate terms at ``k`` checked coordinates.
+    exact : numpy array, shape (k, S)
+        The model's log density at each single-site change of those coordinates.
+    log_density : the log density at the checked point (a point of zero density is not
+        compared beyond its impossible values)
+    """
+    table, exact = np.asarray(table, np.float64), np.asarray(exact, np.float64)
+    finite = np.isfinite(exact)
+    if not np.array_equal(finite, np.isfinite(table)):
+        return "its impossible values differ from the model's"
+    if not np.isfinite(log_density):
+        return None
+    scale = np.maximum(1.0, np.abs(exact[finite]))
+    error = np.abs(table[finite] - exact[finite]) / scale
+    if error.size and float(error.max()) > 1e-3:
+        return (
+            "changing one coordinate changes terms outside its own plate element (a term "
+            "over the whole site or across coordinates)"
+        )
+    return None
+
+
+def not_plate_error(owner: str, name: Any, reason: str, alternatives: str) -> ValueError:
+    """The refusal of a site that a plate-table sampler cannot update (``alternatives``: the
+    PPL's Gibbs composite and kernels, e.g. ``"a pyro_ext.Gibbs block of px.GWG"``)."""
+    return ValueError(
+        f"{owner}: site {name!r} is not conditionally independent in its coordinates: "
+        f"{reason}. Sample it with another kernel ({alternatives}) and keep {owner} for the "
+        "sites in plates."
+    )
 
 
 def first_order_proposal_error(

@@ -22,7 +22,14 @@ from numpyro.infer.gibbs import with_conditioning
 from numpyro.infer.util import compute_log_probs
 
 from discrete_kernels.domains import Categorical
-from discrete_kernels.sites import LeafSpec, substitutions_at
+from discrete_kernels.sites import (
+    LeafSpec,
+    align_element_term,
+    plate_check_draws,
+    plate_dims_of,
+    plate_table_mismatch,
+    substitutions_at,
+)
 
 __all__ = [
     "all_terms_fn",
@@ -36,42 +43,13 @@ __all__ = [
 #: relative change of a term below which it is judged not to depend on a coordinate
 DEPENDENCE_TOLERANCE = 1e-5
 
-#: coordinates of a site compared with single-site changes at setup, per checked point
-CHECKED_COORDINATES = 8
-
 
 def plate_dims(site: dict) -> tuple[dict, str | None]:
     """``({plate name: dim}, None)`` of a site whose every dimension is a plate, or
-    ``({}, reason)`` when the site cannot be treated plate by plate."""
-    value = jnp.shape(site["value"])
-    if tuple(site["fn"].event_shape):
-        return {}, "its coordinates are one event (an event shape, e.g. .to_event)"
-    if not value:
-        return {}, "it is a single coordinate"
-    frames = {frame.dim: frame for frame in site["cond_indep_stack"]}
-    dims = {}
-    for axis, size in enumerate(value):
-        dim = axis - len(value)
-        frame = frames.get(dim)
-        if frame is None:
-            if size == 1:
-                continue
-            return {}, f"its dimension {dim} (size {size}) is not a plate"
-        if frame.size != size:  # (a subsampled plate's frame has the subsample's size)
-            return {}, f"its dimension {dim} (size {size}) is not its plate's ({frame.size})"
-        dims[frame.name] = dim
-    return dims, None
-
-
-def _aligned(log_prob: jax.Array, site_dims: dict, leaf_dims: dict, shape: tuple) -> jax.Array:
-    """A term summed over every dimension but the leaf's plates, in the leaf's shape."""
-    ndim = len(shape)
-    log_prob = jnp.asarray(log_prob)
-    if log_prob.ndim < ndim:
-        log_prob = jnp.reshape(log_prob, (1,) * (ndim - log_prob.ndim) + log_prob.shape)
-    keep = {log_prob.ndim + dim for dim in leaf_dims.values()}
-    extra = tuple(a for a in range(log_prob.ndim) if a not in keep)
-    return jnp.broadcast_to(jnp.sum(log_prob, axis=extra), shape) if extra else log_prob
+    ``({}, reason)`` when the site cannot be treated plate by plate
+    (:func:`discrete_kernels.sites.plate_dims_of`)."""
+    frames = [(frame.name, frame.dim, frame.size) for frame in site["cond_indep_stack"]]
+    return plate_dims_of(jnp.shape(site["value"]), tuple(site["fn"].event_shape), frames)
 
 
 def element_terms_fn(
@@ -100,7 +78,7 @@ def element_terms_fn(
         for name, log_prob in log_probs.items():
             frames = {f.name: f.dim for f in model_trace[name]["cond_indep_stack"]}
             if all(frames.get(p) == d for p, d in leaf_dims.items()):
-                total = total + _aligned(log_prob, frames, leaf_dims, shape)
+                total = total + align_element_term(jnp.asarray(log_prob), leaf_dims, shape)
         return total
 
     return terms
@@ -237,36 +215,24 @@ def verify_plate_table(
     seed: int = 0,
 ) -> str | None:
     """None when leaf ``j``'s plate table matches single-site changes of the log density at
-    ``leaves`` and at a random state of the leaf, else the reason (in words)."""
+    ``leaves`` and at two other states of the leaf
+    (:func:`discrete_kernels.sites.plate_check_draws`), else the reason (in words)."""
     x = leaves[j]
-    rng = np.random.default_rng(seed)
     size = int(np.prod(x.shape))
-    chosen = sorted(set(rng.choice(size, min(size, CHECKED_COORDINATES), replace=False).tolist()))
-    domain = spec.domain
-    other = jnp.asarray(
-        rng.integers(domain.low, domain.low + domain.num_values, size=x.shape), x.dtype
-    )
+    chosen, others = plate_check_draws(spec.domain, x.shape, seed)
     compiled_local = jax.jit(local_fn)
     compiled_density = jax.jit(jax.vmap(log_density))
-    for point in (leaves, leaves[:j] + (other,) + leaves[j + 1 :]):
+    points = [leaves] + [leaves[:j] + (jnp.asarray(y, x.dtype),) + leaves[j + 1 :] for y in others]
+    for point in points:
         f, local = compiled_local(point)
         table = np.asarray(local[j], np.float64).reshape(size, -1)[chosen]
-        batch = substitutions_at(domain, point[j], chosen)
+        batch = substitutions_at(spec.domain, point[j], chosen)
         full = tuple(
             batch if k == j else jnp.broadcast_to(y, (batch.shape[0],) + y.shape)
             for k, y in enumerate(point)
         )
         exact = np.asarray(compiled_density(full), np.float64).reshape(len(chosen), -1)
-        finite = np.isfinite(exact)
-        if not np.array_equal(finite, np.isfinite(table)):
-            return "its impossible values differ from the model's"
-        if not np.isfinite(float(f)):
-            return None  # a point of zero density: nothing to compare
-        scale = np.maximum(1.0, np.abs(exact[finite]))
-        error = np.abs(table[finite] - exact[finite]) / scale
-        if error.size and float(error.max()) > 1e-3:
-            return (
-                "changing one coordinate changes terms outside its own plate element (a term "
-                "over the whole site or across coordinates)"
-            )
+        reason = plate_table_mismatch(table, exact, float(f))
+        if reason is not None:
+            return reason
     return None

@@ -399,11 +399,11 @@ def _plate_leaves(
             if owner_rows is not None:
                 owners[spec.name] = owner_rows
         elif spec.mode != EXACT:  # a sampler that needs every site's plate table
-            raise ValueError(
-                f"{owner}: site {spec.name!r} is not conditionally independent in its "
-                f"coordinates, nor in blocks of them: {reason}. Sample it with another kernel "
-                "(a numpyro.infer.Gibbs block of nx.GWG, nx.DMALA or NumPyro's DiscreteGibbs) "
-                f"and keep {owner} for the sites in plates."
+            raise site_rules.not_plate_error(
+                owner,
+                spec.name,
+                reason,
+                "a numpyro.infer.Gibbs block of nx.GWG, nx.DMALA or NumPyro's DiscreteGibbs",
             )
     return tuple(out), dims, owners
 

@@ -12,7 +12,7 @@ from .arviz import to_arviz
 from .driver import DiscreteKernel
 from .esh import ESH
 from .gibbs import Gibbs
-from .kernels import AB, ACS, DMALA, DULA, GWG, DiscreteGibbs
+from .kernels import AB, ACS, DMALA, DULA, GWG, DiscreteGibbs, PlateGibbs
 
 __all__ = [
     "AB",
@@ -27,6 +27,7 @@ __all__ = [
     "DiscreteKernel",
     "Gibbs",
     "Ordinal",
+    "PlateGibbs",
     "discrete_sites",
     "to_arviz",
 ]

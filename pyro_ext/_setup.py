@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -21,9 +21,12 @@ from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
+from ._plates import element_terms_fn, plate_dims, verify_plate_table
 from ._target import (
+    EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
+    PLATE,
     LeafSpec,
     check_model_trace,
     integer_bounds,
@@ -31,6 +34,7 @@ from ._target import (
     leaf_specs_for_potential,
     make_local_fn,
     model_log_density,
+    plate_table,
     potential_log_density,
     to_internal,
     to_user,
@@ -50,6 +54,8 @@ class SiteSetup:
     - **log_density** - ``values -> f`` of the model (with these arguments) or potential.
     - **chain** - the chain at the start (its log density and locals for the sampler).
     - **like** - a float scalar of the model's dtype and device.
+    - **element_terms** - per plate-mode leaf (by index), ``values -> g``: its per-coordinate
+      terms (:func:`pyro_ext._plates.element_terms_fn`).
     """
 
     leaves: tuple[LeafSpec, ...]
@@ -58,6 +64,7 @@ class SiteSetup:
     log_density: Callable[[dict], torch.Tensor]
     chain: ChainState
     like: torch.Tensor
+    element_terms: dict = field(default_factory=dict)
 
     @property
     def names(self) -> list:
@@ -70,17 +77,22 @@ class SiteSetup:
 
     def local_fn(self, with_locals: bool = True) -> Callable:
         """``leaves -> (f, locals)`` for the core (``with_locals=False``: ``(f, ())``)."""
-        return _local_fn(self.log_density, self.leaves, with_locals)
+        return _local_fn(self.log_density, self.leaves, with_locals, self.element_terms)
 
     def to_leaves(self, params: dict) -> tuple:
         """Internal leaves (categorical as indices) from user-facing values."""
         return tuple(to_internal(s, torch.as_tensor(params[s.name])) for s in self.leaves)
 
 
-def _local_fn(log_density: Callable, specs: tuple[LeafSpec, ...], with_locals: bool) -> Callable:
+def _local_fn(
+    log_density: Callable,
+    specs: tuple[LeafSpec, ...],
+    with_locals: bool,
+    element_terms: dict | None = None,
+) -> Callable:
     """``leaves -> (f, locals)``, or ``(f, ())`` without locals."""
     if with_locals:
-        return make_local_fn(log_density, specs)
+        return make_local_fn(log_density, specs, element_terms)
 
     def log_density_only(leaves: tuple) -> tuple:
         values = {s.name: to_user(s, x) for s, x in zip(specs, leaves)}
@@ -107,13 +119,15 @@ def _finish(
     leaves: tuple[LeafSpec, ...],
     start: dict,
     log_density: Callable,
+    element_terms: dict | None = None,
 ) -> SiteSetup:
     """The setup with the chain at the start (its log density checked), the preconditioner
     and the sampler's checks."""
     owner = sampler.name
     names = tuple(s.name for s in leaves)
     values = tuple(to_internal(s, torch.as_tensor(start[s.name])) for s in leaves)
-    chain = sampler.init(values, _local_fn(log_density, leaves, sampler.uses_locals))
+    element_terms = {} if element_terms is None else element_terms
+    chain = sampler.init(values, _local_fn(log_density, leaves, sampler.uses_locals, element_terms))
     checks.check_initial_log_density(owner, chain.log_density, list(names), values)
     f = chain.log_density
     like = torch.zeros((), dtype=_float_dtype(f), device=f.device)
@@ -125,7 +139,7 @@ def _finish(
     )
     sites = Sites.from_leaves(leaves, preconditioner)
     sampler.check_sites(sites, sum(x.numel() for x in values))
-    return SiteSetup(leaves, sites, start, log_density, chain, like)
+    return SiteSetup(leaves, sites, start, log_density, chain, like, element_terms)
 
 
 def setup_potential(
@@ -133,6 +147,11 @@ def setup_potential(
 ) -> SiteSetup:
     """The setup of a kernel on ``potential_fn`` at start values ``given`` (by site name)."""
     owner = sampler.name
+    if sampler.needs_plate_tables:
+        raise ValueError(
+            f"{owner}: needs a model (its sites' plates make their coordinates conditionally "
+            "independent); a potential_fn has no plates. Pass the model instead."
+        )
     if not given:
         raise ValueError(
             f"{owner}: with `potential_fn`, pass `initial_params` to MCMC (they fix the shape "
@@ -184,18 +203,88 @@ def setup_model(
         start[spec.name] = value.to(prior.dtype)
     _check_fixed_supports(model, leaves, model_trace, args, kwargs, conditioned)
     log_density = model_log_density(model, args, kwargs)
+    structural = {s.name: plate_dims(model_trace.nodes[s.name]) for s in leaves}
     if options.auto_exact and sampler.auto_exact:
-        leaves = _switch_badly_estimated_sites(owner, leaves, start, model, args, kwargs)
-    return _finish(sampler, options, leaves, start, log_density)
+        plate_sites = {name for name, (_, reason) in structural.items() if reason is None}
+        leaves = _switch_badly_estimated_sites(
+            owner, leaves, start, model, args, kwargs, plate_sites
+        )
+    wanted = [s.name for s in leaves if sampler.needs_plate_tables or s.mode == EXACT]
+    element_terms: dict = {}
+    if wanted:
+        leaves, element_terms = _plate_leaves(
+            owner, leaves, structural, wanted, start, log_density, model, args, kwargs
+        )
+    return _finish(sampler, options, leaves, start, log_density, element_terms)
+
+
+def _plate_leaves(
+    owner: str,
+    leaves: tuple[LeafSpec, ...],
+    structural: dict,
+    wanted: list,
+    start: dict,
+    log_density: Callable,
+    model: Callable,
+    args: tuple,
+    kwargs: dict,
+) -> tuple[tuple[LeafSpec, ...], dict]:
+    """The leaves with the ``wanted`` ones in plate mode where their plates make their
+    coordinates conditionally independent (verified at the start and two other states), and
+    their per-coordinate terms by leaf index. A sampler that needs plate tables gets an error
+    naming the site and the reason otherwise; an exact site keeps its single-site table."""
+    out, terms_by_leaf = list(leaves), dict[int, Callable]()
+    point = tuple(to_internal(s, torch.as_tensor(start[s.name])) for s in leaves)
+
+    def to_values(ys: tuple) -> dict:
+        return {s.name: to_user(s, y) for s, y in zip(leaves, ys)}
+
+    def density(ys: tuple) -> torch.Tensor:
+        return log_density(to_values(ys))
+
+    for j, spec in enumerate(leaves):
+        if spec.name not in wanted:
+            continue
+        if spec.mode == ONE_HOT_GRADIENT:
+            # its leaf is the category index, but the model's site is the one-hot event
+            leaf_dims, reason = {}, "it is one-hot (write it as a Categorical site)"
+        else:
+            leaf_dims, reason = structural[spec.name]
+        if reason is None:
+            terms = element_terms_fn(model, args, kwargs, leaf_dims, tuple(point[j].shape))
+
+            def table_fn(ys: tuple, j: int = j, spec: LeafSpec = spec, terms=terms) -> tuple:
+                f = density(ys)
+                return f, plate_table(f, ys, j, spec.domain, terms, to_values)
+
+            reason = verify_plate_table(spec.domain, j, point, table_fn, density)
+        if reason is None:
+            out[j] = LeafSpec(spec.name, spec.domain, PLATE)
+            terms_by_leaf[j] = terms
+        elif spec.mode != EXACT:  # a sampler that needs every site's plate table
+            raise site_rules.not_plate_error(
+                owner,
+                spec.name,
+                reason,
+                "a pyro_ext.Gibbs block of px.GWG, px.DMALA or px.DiscreteGibbs",
+            )
+    return tuple(out), terms_by_leaf
 
 
 def _switch_badly_estimated_sites(
-    owner: str, specs: tuple[LeafSpec, ...], start: dict, model: Callable, args, kwargs
+    owner: str,
+    specs: tuple[LeafSpec, ...],
+    start: dict,
+    model: Callable,
+    args: tuple,
+    kwargs: dict,
+    plate_sites: set | frozenset = frozenset(),
 ) -> tuple[LeafSpec, ...]:
     """``exact_sites="auto"``: at the start and a prior draw, compare each gradient site's
     first-order local differences with exact ones on a few coordinates; a site whose gradient
     proposal is badly wrong is switched to exact differences when that costs at most
-    ``AUTO_EXACT_BUDGET`` evaluations per step, and is warned about otherwise."""
+    ``AUTO_EXACT_BUDGET`` evaluations per step (``S`` for a site in ``plate_sites``, whose
+    table comes from its per-coordinate terms), and is warned about otherwise."""
     log_density = model_log_density(model, args, kwargs)
     local_fn = make_local_fn(log_density, specs)
     points = [start]  # the start and fresh prior draws of the block's sites
@@ -225,7 +314,8 @@ def _switch_badly_estimated_sites(
                 (table.double() - f.double()).reshape(len(chosen), -1).cpu().numpy(),
             )
         errors_by_point.append(errors)
-    sizes = [torch.as_tensor(start[s.name]).numel() for s in specs]
+    # a site in plates costs S evaluations of its terms per step, not N * S
+    sizes = [1 if s.name in plate_sites else torch.as_tensor(start[s.name]).numel() for s in specs]
     return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, sizes)
 
 

@@ -2,7 +2,8 @@
 
 Nothing here is mathematics: it finds the discrete sites with ``poutine.trace``, maps their
 distributions to domains, and evaluates the log density with torch autograd or, for tables,
-at every single-site substitution the core builds.
+at every single-site substitution the core builds (or, for a plate leaf, its per-coordinate
+terms at each of its values, :mod:`pyro_ext._plates`).
 """
 
 from __future__ import annotations
@@ -23,9 +24,13 @@ from discrete_kernels.sites import (
     EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
+    PLATE,
     LeafSpec,
     single_site_substitutions,
+    table_from_element_terms,
 )
+
+Values = dict  # {site name: user-facing value}
 
 SUPPORTED = (
     "Bernoulli, Binomial, Categorical, OneHotCategorical and other distributions with a "
@@ -177,15 +182,20 @@ def potential_log_density(potential_fn: Callable) -> Callable[[dict], Any]:
 
 
 def make_local_fn(
-    log_density: Callable[[dict], torch.Tensor], specs: Sequence[LeafSpec]
+    log_density: Callable[[Values], torch.Tensor],
+    specs: Sequence[LeafSpec],
+    element_terms: dict | None = None,
 ) -> Callable[[tuple], tuple[torch.Tensor, tuple]]:
     """``leaves -> (f, locals)`` for the core, from ``log_density(values) -> f``.
 
     Gradient and one-hot leaves are differentiated with autograd; exact leaves are evaluated
-    at every single-site substitution (one model evaluation each).
+    at every single-site substitution (one model evaluation each); plate leaves from their
+    per-coordinate terms (``element_terms[j]: values -> g`` of the leaf's shape) at each of
+    their ``S`` values, every coordinate at once (:func:`plate_table`).
     """
+    element_terms = {} if element_terms is None else element_terms
 
-    def user_values(leaves: tuple, replaced: dict) -> dict:
+    def user_values(leaves: tuple, replaced: dict) -> Values:
         values = {}
         for j, (spec, x) in enumerate(zip(specs, leaves)):
             values[spec.name] = replaced[j] if j in replaced else to_user(spec, x)
@@ -211,6 +221,15 @@ def make_local_fn(
             locals_[j] = torch.zeros_like(value) if g is None else g.detach()
         with torch.no_grad():
             for j, spec in enumerate(specs):
+                if spec.mode == PLATE:
+                    locals_[j] = plate_table(
+                        f,
+                        leaves,
+                        j,
+                        spec.domain,
+                        element_terms[j],
+                        lambda ys: user_values(ys, {}),
+                    )
                 if spec.mode != EXACT:
                     continue
                 x = leaves[j]
@@ -227,3 +246,37 @@ def make_local_fn(
         return f.detach(), tuple(locals_)
 
     return local_fn
+
+
+def plate_table(
+    f: torch.Tensor,
+    leaves: tuple,
+    j: int,
+    domain: Domain,
+    terms: Callable[[Values], torch.Tensor],
+    to_values: Callable[[tuple], Values],
+) -> torch.Tensor:
+    """The exact table of plate leaf ``j``: its terms with every coordinate at each of its
+    ``S`` values (``S`` model evaluations, each over all coordinates at once), completed by
+    the log density ``f`` at ``leaves``.
+
+    Parameters
+    ----------
+    f : scalar tensor, the log density at ``leaves``
+    leaves : internal leaves; leaf ``j`` of shape (n...)
+    j : the plate leaf's index
+    domain : its domain (``S`` values)
+    terms : ``values -> g``, shape (n...) (:func:`pyro_ext._plates.element_terms_fn`)
+    to_values : the sites' user-facing values from internal leaves
+
+    Returns
+    -------
+    tensor, shape (n..., S)
+    """
+    x = leaves[j]
+    by_value = []
+    for value in range(domain.low, domain.low + domain.num_values):  # S: small
+        every = torch.full_like(x, value)
+        by_value.append(terms(to_values(leaves[:j] + (every,) + leaves[j + 1 :])))
+    stacked = torch.stack(by_value, dim=-1).to(f.dtype)  # (n..., S)
+    return table_from_element_terms(f.detach(), stacked, x, domain)

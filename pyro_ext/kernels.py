@@ -5,11 +5,11 @@ spec, registered in one line. Their options are documented with the specs (in
 
 from __future__ import annotations
 
-from discrete_kernels.samplers import ab, acs, dlp, gibbs, gwg
+from discrete_kernels.samplers import ab, acs, dlp, gibbs, gwg, plate_gibbs
 
 from .driver import DiscreteKernel
 
-__all__ = ["AB", "ACS", "DMALA", "DULA", "GWG", "DiscreteGibbs"]
+__all__ = ["AB", "ACS", "DMALA", "DULA", "GWG", "DiscreteGibbs", "PlateGibbs"]
 
 
 class DMALA(DiscreteKernel, sampler=dlp.DMALA):
@@ -41,3 +41,9 @@ class ACS(DiscreteKernel, sampler=acs.ACS):
 class DiscreteGibbs(DiscreteKernel, sampler=gibbs.DiscreteGibbs):
     """One coordinate at a time, in a random order each sweep (Pyro has no such kernel):
     :class:`discrete_kernels.samplers.gibbs.DiscreteGibbs`."""
+
+
+class PlateGibbs(DiscreteKernel, sampler=plate_gibbs.PlateGibbs):
+    """Pyro kernel of PlateGibbs (:class:`discrete_kernels.samplers.plate_gibbs.PlateGibbs`):
+    model mode only (the plates come from the model's trace); alone in ``pyro.infer.MCMC`` or
+    as a block of :class:`pyro_ext.Gibbs` next to ``NUTS``."""

@@ -81,3 +81,31 @@ def mixed_model_exact(y) -> tuple[np.ndarray, float, float]:
     mean_mu = sum(wi * p[1] for wi, p in zip(w, post))
     second_mu = sum(wi * (p[2] + p[1] ** 2) for wi, p in zip(w, post))
     return mean_z, float(mean_mu), float(second_mu)
+
+
+def plate_model_exact(y, weights, prior: float) -> tuple[np.ndarray, float, float]:
+    """Exact ``E z``, ``E mu`` and ``E mu^2`` of the plate test model: ``mu ~ N(0, 1)``, per
+    row ``z_i ~ Bernoulli(prior)`` and ``y_i ~ N(mu + w_i z_i, 1)`` (3 rows; enumerating ``z``,
+    conjugate in ``mu``)."""
+    import itertools
+
+    ys, weights = np.asarray(y, dtype=np.float64), np.asarray(weights, dtype=np.float64)
+    post = []
+    for z in itertools.product((0, 1), repeat=len(ys)):
+        z = np.array(z, dtype=float)
+        resid = ys - weights * z
+        prec = 1.0 + len(ys)
+        mean = resid.sum() / prec
+        log_marg = (
+            -0.5 * np.sum(resid**2)
+            + 0.5 * mean**2 * prec
+            + np.sum(z * np.log(prior) + (1 - z) * np.log(1 - prior))
+        )
+        post.append((z, mean, 1.0 / prec, log_marg))
+    lm = np.array([p[3] for p in post])
+    w = np.exp(lm - lm.max())
+    w /= w.sum()
+    mean_z = sum(wi * p[0] for wi, p in zip(w, post))
+    mean_mu = sum(wi * p[1] for wi, p in zip(w, post))
+    second_mu = sum(wi * (p[2] + p[1] ** 2) for wi, p in zip(w, post))
+    return mean_z, float(mean_mu), float(second_mu)

@@ -19,7 +19,7 @@ import numpyro_ext as nx
 from numpyro_ext import _plates
 
 from ..core.transition import spec_transition_matrix
-from ..mc import assert_mc_close
+from ..mc import assert_mc_close, plate_model_exact
 
 W = np.array([1.0, -2.0, 1.5])
 Y = np.array([0.8, -1.4, 2.1])
@@ -51,25 +51,7 @@ def coupled_model():
 
 def exact_plate_model(y=Y):
     """E z, E mu, E mu^2 of plate_model by enumerating z (conjugate in mu)."""
-    post = []
-    for z in itertools.product((0, 1), repeat=3):
-        z = np.array(z, float)
-        resid = y - W * z
-        prec = 1.0 + len(y)
-        mean = resid.sum() / prec
-        log_marg = (
-            -0.5 * np.sum(resid**2)
-            + 0.5 * mean**2 * prec
-            + np.sum(z * np.log(PRIOR) + (1 - z) * np.log(1 - PRIOR))
-        )
-        post.append((z, mean, 1.0 / prec, log_marg))
-    lm = np.array([p[3] for p in post])
-    w = np.exp(lm - lm.max())
-    w /= w.sum()
-    mean_z = sum(wi * p[0] for wi, p in zip(w, post))
-    mean_mu = sum(wi * p[1] for wi, p in zip(w, post))
-    second = sum(wi * (p[2] + p[1] ** 2) for wi, p in zip(w, post))
-    return mean_z, mean_mu, second
+    return plate_model_exact(y, W, PRIOR)
 
 
 def driver_setup(kernel):

@@ -1,0 +1,117 @@
+"""Plate-aware exact tables in Pyro: which discrete sites are conditionally independent in
+their coordinates, and their per-coordinate terms.
+
+A site's coordinates are conditionally independent given the rest when every log-density term
+that depends on the site is indexed by the site's plates (read from the trace's
+``cond_indep_stack``: ``pyro.plate`` frames) and no other term depends on it. Then the
+per-site ``log_prob`` of the model traced with every coordinate set to ``v``
+(``Trace.compute_log_prob``, not summed), each summed over its other dimensions, give
+``g_i(v)`` for all coordinates at once, and the exact table ``T[i, v] = f(x with x_i = v)``
+costs ``S`` evaluations (:func:`discrete_kernels.sites.table_from_element_terms`). The claim is
+verified numerically at setup against single-site changes; a site that fails keeps its other
+mode (or is refused by a sampler that needs the table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import pyro
+import torch
+from pyro.poutine.util import site_is_subsample
+
+from discrete_kernels import Domain
+from discrete_kernels.sites import (
+    align_element_term,
+    plate_check_draws,
+    plate_dims_of,
+    plate_table_mismatch,
+    substitutions_at,
+)
+
+from ._target import Values, trace_model
+
+__all__ = ["element_terms_fn", "plate_dims", "verify_plate_table"]
+
+
+def plate_dims(site: dict) -> tuple[dict, str | None]:
+    """``({plate name: dim}, None)`` of a traced sample site whose every dimension is a plate,
+    or ``({}, reason)`` when the site cannot be treated plate by plate
+    (:func:`discrete_kernels.sites.plate_dims_of`)."""
+    frames = [(frame.name, frame.dim, frame.size) for frame in site["cond_indep_stack"]]
+    return plate_dims_of(tuple(site["value"].shape), tuple(site["fn"].event_shape), frames)
+
+
+def element_terms_fn(
+    model: Callable, args: tuple, kwargs: dict, leaf_dims: Mapping[str, int], shape: tuple
+) -> Callable[[Values], torch.Tensor]:
+    """``values -> g`` of a leaf with plates ``leaf_dims`` and shape ``shape`` (n...): the sum
+    of every site's ``log_prob`` indexed by all of the leaf's plates, each reduced to the
+    leaf's shape. The terms outside those plates are left out: the check at setup verifies
+    that they do not depend on the leaf.
+
+    ``values`` are the sites' user-facing values (conditioned in the model); ``g`` has shape
+    (n...). Evaluated without validation: the table visits every value at every coordinate,
+    some outside a coordinate's support (their log density is ``-inf``, as MCMC sees it).
+    """
+
+    def terms(values: Values) -> torch.Tensor:
+        with torch.no_grad(), pyro.validation_enabled(False):
+            model_trace = trace_model(model, args, kwargs, values)
+            model_trace.compute_log_prob(lambda _, site: not site_is_subsample(site))
+        total: torch.Tensor | None = None
+        for site in model_trace.nodes.values():
+            if site["type"] != "sample" or "log_prob" not in site:
+                continue
+            frames = {f.name: f.dim for f in site["cond_indep_stack"]}
+            if all(frames.get(p) == d for p, d in leaf_dims.items()):
+                term = align_element_term(site["log_prob"], leaf_dims, shape)
+                total = term if total is None else total + term
+        assert total is not None  # the leaf's own site is in its plates
+        return total
+
+    return terms
+
+
+def verify_plate_table(
+    domain: Domain,
+    j: int,
+    leaves: tuple,
+    table_fn: Callable[[tuple], tuple[torch.Tensor, torch.Tensor]],
+    log_density: Callable[[tuple], torch.Tensor],
+    seed: int = 0,
+) -> str | None:
+    """None when leaf ``j``'s plate table matches single-site changes of the log density at
+    ``leaves`` and at two other states of the leaf
+    (:func:`discrete_kernels.sites.plate_check_draws`), else the reason (in words).
+
+    Parameters
+    ----------
+    domain : the leaf's domain
+    j : the leaf's index
+    leaves : internal leaves of the checked point (the start)
+    table_fn : ``leaves -> (f, table)``, ``table`` of shape (n..., S) from the leaf's terms
+    log_density : ``leaves -> f``, the model's log density
+    seed : of the checked coordinates and the other states (numpy's RNG: torch's stream,
+        the user's, is left as it was)
+    """
+    x = leaves[j]
+    chosen, others = plate_check_draws(domain, tuple(x.shape), seed)
+    points = [leaves] + [
+        leaves[:j] + (torch.as_tensor(y, device=x.device).to(x.dtype),) + leaves[j + 1 :]
+        for y in others
+    ]
+    with torch.no_grad(), pyro.validation_enabled(False):
+        for point in points:
+            f, table = table_fn(point)
+            rows = table.reshape(-1, domain.num_values)[chosen]
+            batch = substitutions_at(domain, point[j], chosen)
+            exact = torch.stack([log_density(point[:j] + (y,) + point[j + 1 :]) for y in batch])
+            reason = plate_table_mismatch(
+                rows.double().cpu().numpy(),
+                exact.double().reshape(len(chosen), -1).cpu().numpy(),
+                float(f),
+            )
+            if reason is not None:
+                return reason
+    return None
