@@ -429,9 +429,11 @@ def table_from_element_terms(log_density: Array, terms: Array, x: Array, domain:
     """
     xp = array_namespace(terms)
     terms = xp.where(xp.isnan(terms), xp.full_like(terms, -xp.inf), terms)
-    values = xp.arange(terms.shape[-1], device=_device(terms)) + domain.low
-    at_current = values == xp.astype(x, values.dtype)[..., None]
-    current = xp.sum(xp.where(at_current, terms, xp.zeros_like(terms)), axis=-1)
+    # g_i(x_i) by one elementwise select per value, not a masked sum over the last axis (that
+    # reduction cost 4x the model's value_and_grad on XLA's CPU at N = 10^4, S = 2)
+    current = terms[..., 0]
+    for k in range(1, terms.shape[-1]):
+        current = xp.where(x == domain.low + k, terms[..., k], current)
     return terms + (log_density - current)[..., None]
 
 
