@@ -28,11 +28,17 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 from ._xp import Array, array_namespace, python_loop
 from .domains import Domain
+from .validation import check_exact_table_memory
+
+#: the ``mode`` of a leaf record whose table is evaluated at every single-coordinate change
+#: (:data:`discrete_kernels.sites.EXACT`)
+SINGLE_SITE_TABLE_MODE = "exact"
 
 __all__ = [
     "PYTHON_CONTROL",
@@ -97,6 +103,11 @@ class Sites(NamedTuple):
     - **colourings** - per leaf, None (its table's rows are exact conditionals all at once:
       a plate) or an integer array of the leaf's shape whose coordinates of one colour are
       conditionally independent given the rest (a chain, a lattice); None: no leaf coloured.
+    - **sizes** - per leaf, its number of coordinates (for the setup's memory checks), or
+      None where the adapter did not give the shapes.
+    - **single_site_tables** - per leaf, whether its table comes from one evaluation of the
+      model per single-coordinate change (``N x S`` of them, an exact site that is not a
+      plate), or None (no such leaf known).
     """
 
     names: tuple
@@ -104,18 +115,29 @@ class Sites(NamedTuple):
     is_table: tuple[bool, ...]
     preconditioner: tuple | None = None
     colourings: tuple | None = None
+    sizes: tuple[int, ...] | None = None
+    single_site_tables: tuple[bool, ...] | None = None
 
     @classmethod
-    def from_leaves(cls, leaves: Sequence[Any], preconditioner: tuple | None = None) -> Sites:
+    def from_leaves(
+        cls,
+        leaves: Sequence[Any],
+        preconditioner: tuple | None = None,
+        shapes: Sequence[Sequence[int]] | None = None,
+    ) -> Sites:
         """From the adapter's per-leaf records (anything with ``name``, ``domain`` and
-        ``is_table``, such as :class:`discrete_kernels.sites.LeafSpec`)."""
+        ``is_table``, such as :class:`discrete_kernels.sites.LeafSpec`; a ``mode`` of
+        ``"exact"`` marks a single-site table) and, optionally, the leaves' shapes."""
         colourings = tuple(getattr(s, "colours", None) for s in leaves)
+        single = tuple(getattr(s, "mode", None) == SINGLE_SITE_TABLE_MODE for s in leaves)
         return cls(
             tuple(s.name for s in leaves),
             tuple(s.domain for s in leaves),
             tuple(s.is_table for s in leaves),
             preconditioner,
             colourings if any(c is not None for c in colourings) else None,
+            None if shapes is None else tuple(math.prod(shape) for shape in shapes),
+            single if any(single) else None,
         )
 
     def colouring(self, j: int) -> Any:
@@ -326,7 +348,14 @@ class Sampler:
         return "exact_sites" in self.site_options
 
     def check_sites(self, sites: Sites, flat_dim: int) -> None:
-        """Refuse sites this sampler cannot handle (setup, outside compiled code)."""
+        """Refuse sites this sampler cannot handle (setup, outside compiled code).
+
+        The base refuses a single-site exact table that cannot fit in memory
+        (:func:`discrete_kernels.validation.check_exact_table_memory`); a subclass that
+        adds checks calls it first (``super().check_sites(sites, flat_dim)``).
+        """
+        if self.uses_locals:
+            check_exact_table_memory(self.name, sites)
 
     def check_warmup(self, num_warmup: int, option: str) -> None:
         """Refuse or warn about a warmup this sampler cannot use (``option``: how the PPL

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,18 +19,24 @@ from ._xp import Array, array_namespace
 from .domains import MAX_NUM_VALUES, Binary, Categorical, Domain
 
 __all__ = [
+    "MAX_EXACT_TABLE_BYTES",
     "MAX_NUM_VALUES",
     "check_bool",
     "check_bound",
+    "check_exact_table_memory",
     "check_kernel_options",
     "check_fixed_supports",
     "check_initial_log_density",
     "check_int",
+    "check_noise",
     "check_number",
     "check_positive_array",
+    "check_resumed_shapes",
     "check_start_value",
     "check_step_arguments",
+    "check_step_size",
     "check_symmetric_matrix",
+    "exact_table_bytes",
     "format_bytes",
     "movable_supports",
     "frozen_check_start",
@@ -303,12 +309,56 @@ def _bounds(domain: Domain, like: Array, event_shape: tuple, batch_ndim: int):
     return lower, upper
 
 
+def check_noise(owner: str, what: str, noise: Any, expected: Sequence[int], like: Array) -> None:
+    """One noise array of a core step, checked at trace time (its shape and array library,
+    never its values): shape ``expected`` and the array library of ``like`` (a leaf of the
+    state). A Python number passes where a scalar is expected.
+
+    Raises
+    ------
+    ValueError
+        Naming ``what`` (e.g. ``"the move uniform"``), the shape found and the one expected.
+    TypeError
+        Noise from another array library than the state's.
+    """
+    expected = tuple(expected)
+    if isinstance(noise, numbers.Real) and not hasattr(noise, "shape"):
+        if expected == ():
+            return
+        raise ValueError(
+            f"{owner}: {what} is a number; expected an array of shape {expected} (noise_shapes)."
+        )
+    shape = getattr(noise, "shape", None)
+    if shape is None or tuple(shape) != expected:
+        found = "no shape" if shape is None else f"shape {tuple(shape)}"
+        raise ValueError(f"{owner}: {what} has {found}; expected {expected} (noise_shapes).")
+    # a numpy scalar (np.float64(0.3)) is a number, whatever the state's array library
+    if not isinstance(noise, np.generic) and array_namespace(noise) is not array_namespace(like):
+        raise TypeError(
+            f"{owner}: {what} is {type(noise).__name__} but the state is "
+            f"{type(like).__name__}; draw the noise with the state's array library."
+        )
+
+
+def check_step_size(owner: str, option: str, value: Any) -> None:
+    """A core step's step size, read only when it is a Python or numpy number (reading an
+    array's value would wait for its device): positive and finite."""
+    if isinstance(value, numbers.Real) and not (math.isfinite(float(value)) and float(value) > 0):
+        raise ValueError(f"{owner}: {option} must be a positive finite number, got {value!r}.")
+
+
 def check_step_arguments(
-    owner: str, leaves: Sequence[Array], uniforms: Sequence[Array], step_size: Any
+    owner: str,
+    leaves: Sequence[Array],
+    uniforms: Sequence[Array],
+    step_size: Any,
+    *,
+    step_option: str = "step_size",
 ) -> None:
     """A core step's own arguments, checked where it costs nothing (shapes and types at trace
     time; the step size only when it is a Python or numpy number): one uniform array per leaf of the
-    leaf's shape, from the leaves' array library, and a positive finite step size."""
+    leaf's shape, from the leaves' array library, and a positive finite step size (named
+    ``step_option`` in the message; None is no step size)."""
     if len(uniforms) != len(leaves):
         raise ValueError(
             f"{owner}: got {len(uniforms)} arrays of proposal uniforms for {len(leaves)} leaves; "
@@ -325,36 +375,155 @@ def check_step_arguments(
                 f"{owner}: the proposal uniforms of leaf {index} are {type(u).__name__} but the "
                 f"state is {type(x).__name__}; draw the noise with the state's array library."
             )
-    # only a Python or numpy number: reading an array's value would wait for its device
-    if isinstance(step_size, numbers.Real) and not (
-        math.isfinite(float(step_size)) and float(step_size) > 0
+    check_step_size(owner, step_option, step_size)
+
+
+MAX_EXACT_TABLE_BYTES = 8 * 2**30
+"""Most memory (bytes, estimated at setup) a single-site exact table may take per chain and
+step. A site whose table is not from plates (an ``exact_sites`` entry, or a categorical site,
+whose coordinates are not conditionally independent given the rest) is evaluated at every
+one of its ``N x S`` single-coordinate changes at once (vmapped in NumPyro, stacked in
+Pyro): at least ``N x S x N`` values (the changed copies of the site), counted at 4 bytes,
+before the model's own intermediates. 10^5 binary coordinates need 74.5 GB; the limit
+allows about 32,000 binary coordinates."""
+
+
+def exact_table_bytes(size: int, num_values: int) -> int:
+    """Lower bound of the memory of one single-site exact table: ``N x S`` changed copies of
+    a site of ``N = size`` coordinates (``S = num_values``), 4 bytes a value."""
+    return 4 * size * num_values * size
+
+
+def check_exact_table_memory(owner: str, sites: Any) -> None:
+    """Refuse a single-site exact table above :data:`MAX_EXACT_TABLE_BYTES`.
+
+    ``sites`` is a :class:`discrete_kernels.Sites`; nothing is checked where the adapter gave
+    no sizes (``sites.sizes`` None) or no leaf has a single-site table.
+    """
+    if sites.sizes is None or sites.single_site_tables is None:
+        return
+    for name, domain, size, single in zip(
+        sites.names, sites.domains, sites.sizes, sites.single_site_tables
     ):
-        raise ValueError(f"{owner}: step_size must be a positive finite number, got {step_size!r}.")
+        if not single:
+            continue
+        need = exact_table_bytes(size, domain.num_values)
+        if need <= MAX_EXACT_TABLE_BYTES:
+            continue
+        if isinstance(domain, Categorical):
+            fix = (
+                f"A categorical site's table is always exact: sample {name!r} with "
+                "DiscreteGibbs (one coordinate at a time), or write its conditionally "
+                "independent coordinates under a plate (the table then costs S evaluations)."
+            )
+        else:
+            fix = (
+                f"Leave {name!r} out of exact_sites (its gradient gives the local differences), "
+                "sample it with DiscreteGibbs (one coordinate at a time), or write its "
+                "conditionally independent coordinates under a plate (the table then costs S "
+                "evaluations)."
+            )
+        raise ValueError(
+            f"{owner}: the exact table of site {name!r} ({size} coordinates x "
+            f"{domain.num_values} values) is not from plates, so every step evaluates the "
+            f"model at all {size * domain.num_values} single-coordinate changes at once: at "
+            f"least {format_bytes(need)} per chain (N x S x N values); at most "
+            f"{format_bytes(MAX_EXACT_TABLE_BYTES)} (MAX_EXACT_TABLE_BYTES). {fix}"
+        )
 
 
 def check_initial_log_density(
-    owner: str, log_density: Any, sites: Sequence[Any], values: Any = None
+    owner: str,
+    log_density: Any,
+    sites: Sequence[Any],
+    values: Any = None,
+    *,
+    drawn: Collection[Any] = (),
+    terms: Sequence[str] | Callable[[], Sequence[str]] = (),
 ) -> None:
     """Refuse a start of zero (or NaN) probability: from there no proposal can be judged.
 
-    ``log_density`` is the scalar ``f`` at the start (a Python float or a 0-d array);
-    ``values`` (optional) the start values of ``sites`` (a sequence in the same order, or a
-    mapping by name), shown in the message.
+    Parameters
+    ----------
+    owner : str
+        The kernel's name.
+    log_density : float or 0-d array
+        ``f`` at the start.
+    sites : sequence
+        The sites' names.
+    values : sequence or mapping, optional
+        The start values of ``sites`` (in the same order, or by name), shown in the message.
+    drawn : collection, optional
+        The sites whose start values the kernel drew from the prior (none given by the user):
+        the message then says that the model's density is not finite at a value its own prior
+        drew, rather than blaming start values the user did not give.
+    terms : sequence of str, or a callable returning one, optional
+        Sentences from the adapter naming the model's terms that are not finite there (and
+        why, where it knows); a callable is called only when the start is refused.
     """
     value = float(log_density)
-    if not math.isfinite(value):
-        shown = list(sites)
-        if values is not None:
-            if isinstance(values, Mapping):
-                values = [values[name] for name in sites]
-            shown = [f"{name!r} = {_short(v)}" for name, v in zip(sites, values)]
+    if math.isfinite(value):
+        return
+    shown = list(sites)
+    if values is not None:
+        if isinstance(values, Mapping):
+            values = [values[name] for name in sites]
+        shown = [f"{name!r} = {_short(v)}" for name, v in zip(sites, values)]
+    drawn_sites = [name for name in sites if name in set(drawn)]
+    found = list(terms() if callable(terms) else terms)
+    message = f"{owner}: the log density at the start values of {shown} is {value}"
+    if drawn_sites:
+        given = [name for name in sites if name not in set(drawn)]
+        also = f" (those of {given} were given)" if given else ""
+        message += (
+            f". The start values of {drawn_sites} were drawn from the model's prior by the "
+            f"kernel, not given in init_params / initial_params{also}: the model's log density "
+            "is not finite at a value drawn from its own prior."
+        )
+        if found:
+            message += " " + " ".join(found)
+        else:
+            message += (
+                " Check the model's terms there (a factor that is -inf, a distribution whose "
+                "parameters give NaN), or pass start values of positive probability."
+            )
+        raise ValueError(message)
+    message += "; start from values of positive probability"
+    message += (
+        " (check init_params / initial_params and that the observed data are possible under "
+        "the model)."
+    )
+    if found:
+        message += " " + " ".join(found)
+    raise ValueError(
+        message + " In a Gibbs block the log density also depends on the other blocks' sites "
+        "at their start values (a continuous site drawn from its prior can start where a "
+        "factor is -inf): give them start values of positive density too."
+    )
+
+
+def check_resumed_shapes(
+    owner: str, state_shapes: Mapping[Any, Sequence[int]], model_shapes: Mapping[Any, Sequence[int]]
+) -> None:
+    """Refuse to resume a state whose sites' shapes are not those of the model now.
+
+    ``state_shapes``: each site's shape in the state a run starts from (NumPyro's
+    ``mcmc.post_warmup_state``, one chain); ``model_shapes``: its shape in the model traced with
+    this run's arguments. A state holds its sites' values, cached gradients or tables and the
+    adaptation its warmup made for those shapes; data of another size give sites of another
+    shape, which no step can continue from.
+    """
+    for name, shape in state_shapes.items():
+        new = model_shapes.get(name)
+        if new is None or tuple(new) == tuple(shape):
+            continue
         raise ValueError(
-            f"{owner}: the log density at the start values of {shown} is {value}; "
-            "start from values of positive probability (check init_params / initial_params "
-            "and that the observed data are possible under the model). In a Gibbs block the "
-            "log density also depends on the other blocks' sites at their start values (a "
-            "continuous site drawn from its prior can start where a factor is -inf): give "
-            "them start values of positive density too."
+            f"{owner}: site {name!r} has shape {tuple(shape)} in the state this run starts from "
+            f"(mcmc.post_warmup_state, from the run that warmed the kernel up) but shape "
+            f"{tuple(new)} in the model traced with this run's arguments (data of another "
+            "size?). A resumed state keeps its sites' shapes and its warmup's adaptation: run a "
+            "new warmup for the new data (set mcmc.post_warmup_state = None, then mcmc.run), or "
+            "resume with data of the size the warmup saw."
         )
 
 

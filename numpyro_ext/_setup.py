@@ -187,7 +187,7 @@ def _sites(
             lambda v: jnp.asarray(v, dtype=jnp.result_type(float)),
             by_name=by_name,
         )
-    sites = Sites.from_leaves(leaves, preconditioner)
+    sites = Sites.from_leaves(leaves, preconditioner, shapes)
     sampler.check_sites(sites, sum(math.prod(s) for s in shapes))
     return sites
 

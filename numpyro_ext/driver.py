@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import random
 from numpyro.handlers import seed, substitute, trace
-from numpyro.infer.gibbs import conditioned, with_conditioning
+from numpyro.infer.gibbs import conditioned, prototype_trace, with_conditioning
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity, is_prng_key
 
@@ -373,7 +373,34 @@ class DiscreteKernel(MCMCKernel):
     def sample(self, state: Any, model_args, model_kwargs) -> Any:
         if self._sample_fn is None:
             raise RuntimeError(f"{self._name}: call `init` before `sample`.")
+        self._check_resumed_shapes(state, model_args, model_kwargs)
         return self._sample_fn(state, model_args, model_kwargs)
+
+    def _check_resumed_shapes(self, state: Any, model_args, model_kwargs) -> None:
+        """Refuse a state whose sites' shapes are not the model's with these arguments (a
+        ``post_warmup_state`` resumed with data of another size): shapes only, read while
+        ``sample`` is traced (the model is traced abstractly, nothing is computed)."""
+        setup = self._setup
+        if self._model is None or setup is None or not isinstance(state.z, dict):
+            return
+        model_kwargs = {} if model_kwargs is None else model_kwargs
+        model = conditioned(self._model)
+        names = [name for name in setup.names if name in state.z]
+
+        def site_values() -> dict:
+            model_trace = prototype_trace(model, random.key(0), model_args, model_kwargs)
+            return {name: model_trace[name]["value"] for name in names if name in model_trace}
+
+        try:
+            traced = jax.eval_shape(site_values)
+        except Exception:  # a model that cannot be traced here fails in the step, as before
+            return
+        skip = 1 if state.i.ndim else 0  # vectorized chains: one leading axis
+        checks.check_resumed_shapes(
+            self._name,
+            {name: jnp.shape(state.z[name])[skip:] for name in names},
+            {name: value.shape for name, value in traced.items()},
+        )
 
     def refresh(self, state: Any, model_args, model_kwargs) -> Any:
         """Recompute the cached log density and locals for new conditioning values."""

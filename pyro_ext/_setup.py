@@ -21,6 +21,7 @@ from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
+from ._diagnose import nonfinite_terms
 from ._plates import element_terms_fn, plate_dims, verify_plate_table
 from ._target import (
     EXACT,
@@ -120,15 +121,28 @@ def _finish(
     start: dict,
     log_density: Callable,
     element_terms: dict | None = None,
+    drawn: frozenset = frozenset(),
+    diagnose: Callable[[dict], list[str]] | None = None,
 ) -> SiteSetup:
-    """The setup with the chain at the start (its log density checked), the preconditioner
-    and the sampler's checks."""
+    """The setup with the sampler's checks (before the first table is evaluated), the chain
+    at the start (its log density checked: ``drawn`` names the sites whose start values were
+    drawn from the prior, ``diagnose(start)`` the model's non-finite terms) and the
+    preconditioner."""
     owner = sampler.name
     names = tuple(s.name for s in leaves)
     values = tuple(to_internal(s, torch.as_tensor(start[s.name])) for s in leaves)
     element_terms = {} if element_terms is None else element_terms
+    shapes = [tuple(x.shape) for x in values]
+    sampler.check_sites(Sites.from_leaves(leaves, None, shapes), sum(x.numel() for x in values))
     chain = sampler.init(values, _local_fn(log_density, leaves, sampler.uses_locals, element_terms))
-    checks.check_initial_log_density(owner, chain.log_density, list(names), values)
+    checks.check_initial_log_density(
+        owner,
+        chain.log_density,
+        list(names),
+        values,
+        drawn=drawn,
+        terms=(lambda: diagnose(start)) if diagnose is not None else (),
+    )
     f = chain.log_density
     like = torch.zeros((), dtype=_float_dtype(f), device=f.device)
     preconditioner = check_preconditioners(
@@ -137,8 +151,7 @@ def _finish(
         options.preconditioner,
         lambda v: torch.as_tensor(v, dtype=like.dtype, device=like.device),
     )
-    sites = Sites.from_leaves(leaves, preconditioner)
-    sampler.check_sites(sites, sum(x.numel() for x in values))
+    sites = Sites.from_leaves(leaves, preconditioner, shapes)
     return SiteSetup(leaves, sites, start, log_density, chain, like, element_terms)
 
 
@@ -215,7 +228,17 @@ def setup_model(
         leaves, element_terms = _plate_leaves(
             owner, leaves, structural, wanted, start, log_density, model, args, kwargs
         )
-    return _finish(sampler, options, leaves, start, log_density, element_terms)
+    drawn = frozenset(start) - frozenset(given)
+    return _finish(
+        sampler,
+        options,
+        leaves,
+        start,
+        log_density,
+        element_terms,
+        drawn,
+        lambda values: nonfinite_terms(model, args, kwargs, values),
+    )
 
 
 def _plate_leaves(

@@ -703,6 +703,284 @@ def test_zero_dimensional_arrays_are_numbers(build):
     assert float(kernel.spec.step_size) == 0.5 if hasattr(kernel, "spec") else True
 
 
+# ------------------------------------------------------------------------------ round 4
+# (issue 33's last cases: kernel-drawn starts, resumed states, memory, core step arguments)
+
+
+def p_infinite_logits():
+    logits = torch.tensor([float("inf"), -float("inf"), 0.3])
+    pyro.sample("z", pdist.Bernoulli(logits=logits).to_event(1))
+
+
+def n_sized(y):
+    z = numpyro.sample("z", ndist.Bernoulli(0.5).expand([y.shape[0]]))
+    numpyro.sample("y", ndist.Normal(z, 1.0), obs=y)
+
+
+def _n_resume(new_size, num_chains=1):
+    """Warm up on 4 data points, then resume from ``post_warmup_state`` on ``new_size``."""
+    method = "vectorized" if num_chains > 1 else "sequential"
+    mcmc = NMCMC(
+        nx.DMALA(n_sized),
+        num_warmup=5,
+        num_samples=5,
+        num_chains=num_chains,
+        chain_method=method,
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(0), jnp.ones(4))
+    mcmc.post_warmup_state = mcmc.last_state
+    mcmc.run(jax.random.key(1), jnp.ones(new_size))
+    return mcmc
+
+
+def _n_coupled(n):
+    """``n`` binary coordinates coupled by one factor: not a plate."""
+
+    def model():
+        z = numpyro.sample("z", ndist.Bernoulli(0.5).expand([n]))
+        numpyro.factor("f", -1e-3 * (z.sum() - 5.0) ** 2)
+
+    return model
+
+
+def _p_coupled(n):
+    def model():
+        z = pyro.sample("z", pdist.Bernoulli(0.5).expand([n]).to_event(1))
+        pyro.factor("f", -1e-3 * (z.sum() - 5.0) ** 2)
+
+    return model
+
+
+def _core_state(lib=np, size=4):
+    from discrete_kernels.kernel import ChainState
+
+    def local_fn(leaves):
+        return -(leaves[0] ** 2).sum() * 0.1, (-0.2 * leaves[0],)
+
+    x = (lib.zeros(size),)
+    return ChainState(x, *local_fn(x)), local_fn
+
+
+def _core_gwg(move_uniform, step_size=None, lib=np):
+    from discrete_kernels import Binary
+    from discrete_kernels.samplers import gwg
+
+    state, local_fn = _core_state(lib)
+    return gwg.gwg_step(
+        state,
+        move_uniform,
+        0.3,
+        local_fn=local_fn,
+        domains=[Binary()],
+        is_table=[False],
+        step_size=step_size,
+    )
+
+
+def _core_ab(uniforms, sigma=0.5, normals=None, quadratic=False):
+    from discrete_kernels import Binary
+    from discrete_kernels.samplers import ab, ab_linalg
+
+    state, local_fn = _core_state()
+    w = ab_linalg.quadratic_from_coupling(np.eye(4) * 0.1, "trace") if quadratic else None
+    return ab.ab_step(
+        state,
+        (uniforms,),
+        normals,
+        0.3,
+        local_fn=local_fn,
+        domains=[Binary()],
+        is_table=[False],
+        sigma=sigma,
+        balance=0.5,
+        quadratic=w,
+    )
+
+
+def _core_acs(uniforms):
+    """ACS's step is the DLP step at the cycle's parameters: its checks are dlp_step's."""
+    from discrete_kernels import Binary, NoiseShapes, Sites, StepNoise
+    from discrete_kernels.samplers import acs
+
+    spec = acs.ACS()
+    state, local_fn = _core_state()
+    sites = Sites(("z",), (Binary(),), (False,))
+    assert spec.noise_shapes(sites, [(4,)]) == NoiseShapes(((4,),))
+    adapt = spec.adapt_init(np.ones(()), 10, sites, 4, _python_control())
+    params = spec.parameters(adapt)
+    return spec.step(state, StepNoise((uniforms,), 0.3), params, adapt, sites, local_fn)
+
+
+def _python_control():
+    from discrete_kernels import PYTHON_CONTROL
+
+    return PYTHON_CONTROL
+
+
+def _core_gibbs(propose, accept=None, order=None):
+    from discrete_kernels import Binary
+    from discrete_kernels.samplers import gibbs
+
+    state, local_fn = _core_state()
+    return gibbs.gibbs_sweep(
+        state,
+        list(range(4)) if order is None else order,
+        propose,
+        np.full(4, 0.5) if accept is None else accept,
+        lambda leaves: local_fn(leaves)[0],
+        [Binary()],
+    )
+
+
+def _core_site_proposal(uniform):
+    from discrete_kernels.samplers import gibbs
+
+    return gibbs.gibbs_site_proposal(np.zeros((3, 2)), np.zeros(3, np.int64), uniform)
+
+
+def _core_plate_gibbs(uniforms):
+    from discrete_kernels import Binary
+    from discrete_kernels.samplers import plate_gibbs
+
+    state, _ = _core_state()
+    return plate_gibbs.plate_gibbs_step(
+        state, (uniforms,), local_fn=lambda leaves: (0.0, ()), domains=[Binary()]
+    )
+
+
+ROUND4_ERRORS = {
+    # a start the kernel drew, NaN from torch's log_prob at infinite logits
+    "pyro Bernoulli(logits=[inf, -inf, .3]), start drawn by the kernel": (
+        lambda: _p_run(px.DMALA(p_infinite_logits)),
+        "DMALA: the log density at the start values of .* is nan\\. The start values of "
+        "\\['z'\\] were drawn from the model's prior by the kernel, not given in init_params "
+        "/ initial_params.*Site 'z' \\(Bernoulli\\) has log_prob nan: its logits are "
+        "infinite, and torch's log_prob is NaN at infinite logits.*Use finite logits",
+    ),
+    "pyro infinite logits under DiscreteGibbs": (
+        lambda: _p_run(px.DiscreteGibbs(p_infinite_logits)),
+        "DiscreteGibbs: .* were drawn from the model's prior by the kernel.*infinite logits",
+    ),
+    # post_warmup_state resumed with data of another size
+    "numpyro post_warmup_state with data of another size": (
+        lambda: _n_resume(6),
+        "DMALA: site 'z' has shape \\(4,\\) in the state this run starts from "
+        "\\(mcmc.post_warmup_state.*but shape \\(6,\\) in the model traced with this run's "
+        "arguments.*run a new warmup for the new data",
+    ),
+    "numpyro post_warmup_state with data of another size, vectorized chains": (
+        lambda: _n_resume(3, num_chains=2),
+        "DMALA: site 'z' has shape \\(4,\\) in the state .* but shape \\(3,\\)",
+    ),
+    # allocations that cannot fit
+    "numpyro AB(variant='trace') on 10**6 coordinates": (
+        lambda: _n_run(nx.AB(_n_coupled(10**6), variant="trace"), warmup=0, samples=1),
+        "AB: variant='trace' keeps 3 matrices of d x d for the d = 1000000 coordinates of "
+        "sites \\['z'\\] .*at least 10.9 TB per chain; at most 8.0 GB \\(MAX_QUADRATIC_BYTES.*"
+        "Use variant='1st'",
+    ),
+    "pyro AB(variant='trace') on 10**6 coordinates": (
+        lambda: _p_run(px.AB(_p_coupled(10**6), variant="trace"), warmup=0, samples=1),
+        "AB: variant='trace' keeps 3 matrices of d x d for the d = 1000000 .*10.9 TB",
+    ),
+    "numpyro exact_sites on 10**5 coordinates that are not a plate": (
+        lambda: _n_run(nx.DMALA(_n_coupled(10**5), exact_sites=["z"]), warmup=0, samples=1),
+        "DMALA: the exact table of site 'z' \\(100000 coordinates x 2 values\\) is not from "
+        "plates.*at least 74.5 GB per chain \\(N x S x N values\\); at most 8.0 GB "
+        "\\(MAX_EXACT_TABLE_BYTES\\)\\. Leave 'z' out of exact_sites",
+    ),
+    "pyro exact_sites on 10**5 coordinates that are not a plate": (
+        lambda: _p_run(px.GWG(_p_coupled(10**5), exact_sites=["z"]), warmup=0, samples=1),
+        "GWG: the exact table of site 'z' \\(100000 coordinates x 2 values\\) .*74.5 GB",
+    ),
+    # core steps check their own arguments (trace time)
+    "gwg_step with a move uniform per coordinate": (
+        lambda: _core_gwg(np.full(4, 0.5)),
+        "gwg_step: the move uniform has shape \\(4,\\); expected \\(\\)",
+    ),
+    "gwg_step with step_size -1": (
+        lambda: _core_gwg(0.5, step_size=-1.0),
+        "gwg_step: step_size must be a positive finite number, got -1.0",
+    ),
+    "ab_step with 3 uniforms for 4 coordinates": (
+        lambda: _core_ab(np.full(3, 0.5)),
+        "ab_step: the proposal uniforms of leaf 0 have shape \\(3,\\); expected \\(4,\\)",
+    ),
+    "ab_step with sigma nan": (
+        lambda: _core_ab(np.full(4, 0.5), sigma=float("nan")),
+        "ab_step: sigma must be a positive finite number, got nan",
+    ),
+    "ab_step quadratic with 3 normals for 4 coordinates": (
+        lambda: _core_ab(np.full(4, 0.5), normals=np.zeros(3), quadratic=True),
+        "ab_step: the normals has shape \\(3,\\); expected \\(4,\\)",
+    ),
+    "ab_step quadratic without normals": (
+        lambda: _core_ab(np.full(4, 0.5), quadratic=True),
+        "ab_step: the normals has no shape; expected \\(4,\\)",
+    ),
+    "ACS step with 3 uniforms for 4 coordinates": (
+        lambda: _core_acs(np.full(3, 0.5)),
+        "dlp_step: the proposal uniforms of leaf 0 have shape \\(3,\\); expected \\(4,\\)",
+    ),
+    "gibbs_sweep with 3 proposal uniforms for 4 coordinates": (
+        lambda: _core_gibbs(np.full(3, 0.5)),
+        "gibbs_sweep: the proposal uniforms has shape \\(3,\\); expected \\(4,\\)",
+    ),
+    "gibbs_sweep with an order of 3 positions for 4 coordinates": (
+        lambda: _core_gibbs(np.full(4, 0.5), order=[0, 1, 2]),
+        "gibbs_sweep: order has 3 positions for 4 coordinates",
+    ),
+    "gibbs_site_proposal with uniforms of another shape": (
+        lambda: _core_site_proposal(np.full(2, 0.5)),
+        "gibbs_site_proposal: the uniform has shape \\(2,\\); expected \\(3,\\)",
+    ),
+    "plate_gibbs_step with 3 uniforms for 4 coordinates": (
+        lambda: _core_plate_gibbs(np.full(3, 0.5)),
+        "plate_gibbs_step: the proposal uniforms of leaf 0 have shape \\(3,\\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(ROUND4_ERRORS))
+def test_round4_bad_input_gives_a_clear_error(case):
+    action, message = ROUND4_ERRORS[case]
+    with pytest.raises(ValueError, match=message):
+        action()
+
+
+def test_core_steps_refuse_noise_from_another_array_library():
+    with pytest.raises(TypeError, match="gwg_step: the move uniform is ndarray but the state"):
+        _core_gwg(np.asarray(0.5), lib=torch)
+
+
+def test_a_resumed_state_with_data_of_the_same_size_runs():
+    mcmc = _n_resume(4)
+    assert mcmc.get_samples()["z"].shape == (5, 4)
+
+
+def test_pyro_start_given_by_the_user_is_still_named_as_given():
+    """A zero-density start the user gave keeps the message that asks to check it."""
+    with pytest.raises(
+        ValueError,
+        match="is nan; start from values of positive probability "
+        "\\(check init_params / initial_params.*Site 'z' \\(Bernoulli\\)",
+    ):
+        _p_run(px.DMALA(p_infinite_logits), initial_params={"z": torch.tensor([1.0, 0.0, 1.0])})
+
+
+def test_memory_limits_are_named_constants():
+    from discrete_kernels import kernel, sites, validation
+    from discrete_kernels.samplers import ab, esh
+
+    assert kernel.SINGLE_SITE_TABLE_MODE == sites.EXACT
+    assert validation.exact_table_bytes(10**5, 2) > validation.MAX_EXACT_TABLE_BYTES
+    assert validation.exact_table_bytes(30_000, 2) <= validation.MAX_EXACT_TABLE_BYTES
+    assert ab.quadratic_bytes(ab.max_quadratic_dim()) <= ab.MAX_QUADRATIC_BYTES
+    assert ab.quadratic_bytes(ab.max_quadratic_dim() + 1) > ab.MAX_QUADRATIC_BYTES
+    assert esh.MAX_TRAJECTORY_STEPS == 2**20
+
+
 # ------------------------------------------------------------------------------ EBM trainers
 
 optax = pytest.importorskip("optax")

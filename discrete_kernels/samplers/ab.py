@@ -52,7 +52,15 @@ from ..kernel import (
     StepParameters,
     mh_finish,
 )
-from ..validation import check_bool, check_int, check_number, check_symmetric_matrix
+from ..validation import (
+    check_bool,
+    check_int,
+    check_noise,
+    check_number,
+    check_step_arguments,
+    check_symmetric_matrix,
+    format_bytes,
+)
 from ..warmup import (
     DualAveragingState,
     Feedback,
@@ -89,9 +97,32 @@ __all__ = [
     "ABAdaptState",
     "ABInfo",
     "ABWarmupPlan",
+    "MAX_QUADRATIC_BYTES",
+    "QUADRATIC_MATRICES",
     "ab_step",
     "balanced_exponent",
 ]
+
+
+QUADRATIC_MATRICES = 3
+"""``d x d`` matrices a quadratic AB chain keeps: the least-squares statistics ``gram`` and
+``cross`` and the proposal's square root ``(W + D)^{1/2}`` (the fit adds temporaries)."""
+
+MAX_QUADRATIC_BYTES = 8 * 2**30
+"""Most memory (bytes, estimated at setup) the ``d x d`` matrices of a quadratic AB variant
+may take per chain: :data:`QUADRATIC_MATRICES` of ``d^2`` values, counted at 4 bytes (float32)
+even where they are float64. ``d = 10^6`` coordinates would need 10.9 TB; the limit allows
+about 26,000. AB-1st keeps no matrix."""
+
+
+def quadratic_bytes(dim: int) -> int:
+    """Lower bound of the memory of a quadratic AB chain's matrices for ``dim`` coordinates."""
+    return QUADRATIC_MATRICES * 4 * dim * dim
+
+
+def max_quadratic_dim() -> int:
+    """The most coordinates a quadratic AB variant takes under :data:`MAX_QUADRATIC_BYTES`."""
+    return math.isqrt(MAX_QUADRATIC_BYTES // (QUADRATIC_MATRICES * 4))
 
 
 def balanced_exponent(r: Array | float) -> Array | float:
@@ -139,7 +170,18 @@ def ab_step(
     Returns
     -------
     (ChainState, ABInfo)
+
+    Raises
+    ------
+    ValueError, TypeError
+        Proposal uniforms of the wrong number, shape or array library, normals (quadratic)
+        not of shape (d,), or ``sigma`` (given as a number) not positive and finite (checked
+        at trace time).
     """
+    check_step_arguments("ab_step", state.x, proposal_uniforms, sigma, step_option="sigma")
+    if quadratic is not None:
+        dim = sum(math.prod(x.shape) for x in state.x)
+        check_noise("ab_step", "the normals", normals, (dim,), state.x[0])
     if quadratic is None:
         proposal, log_q_forward, log_q_reverse = dlp_propose(
             state,
@@ -156,7 +198,6 @@ def ab_step(
                 "quadratic AB proposals need binary or ordinal leaves with gradients; use "
                 "variant='1st' for categorical or exact (table) sites."
             )
-        assert normals is not None  # the quadratic noise_shapes ask for them
         proposal, log_q_forward, log_q_reverse = ab_quadratic_propose(
             state,
             proposal_uniforms,
@@ -368,6 +409,9 @@ class AB(Sampler):
         return ABWarmupPlan(block_size, burn_in, restart, initial)
 
     def check_sites(self, sites: Sites, flat_dim: int) -> None:
+        """Besides the base's checks, a quadratic variant refuses categorical or exact sites
+        and ``d x d`` matrices above :data:`MAX_QUADRATIC_BYTES`, and checks ``coupling``."""
+        super().check_sites(sites, flat_dim)
         if not self.quadratic:
             return
         tables = [n for n, table in zip(sites.names, sites.is_table) if table]
@@ -375,6 +419,16 @@ class AB(Sampler):
             raise ValueError(
                 f"{self.name}: variant={self.variant!r} needs binary or ordinal sites with "
                 f"gradients; {tables} are categorical or exact. Use variant='1st'."
+            )
+        need = quadratic_bytes(flat_dim)
+        if need > MAX_QUADRATIC_BYTES:
+            raise ValueError(
+                f"{self.name}: variant={self.variant!r} keeps {QUADRATIC_MATRICES} matrices of "
+                f"d x d for the d = {flat_dim} coordinates of sites {list(sites.names)} (the "
+                "fit's statistics and the proposal's square root): at least "
+                f"{format_bytes(need)} per chain; at most {format_bytes(MAX_QUADRATIC_BYTES)} "
+                f"(MAX_QUADRATIC_BYTES, about {max_quadratic_dim():,} coordinates). Use "
+                "variant='1st' (the first-order AB proposal: no matrix)."
             )
         if self.coupling is not None:
             check_symmetric_matrix(self.name, "coupling", self.coupling, flat_dim)

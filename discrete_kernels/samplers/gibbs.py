@@ -34,7 +34,7 @@ from ..kernel import (
     accept_probability,
     metropolis_accept,
 )
-from ..validation import check_bool
+from ..validation import check_bool, check_noise
 
 __all__ = ["DiscreteGibbs", "gibbs_site_proposal", "gibbs_sweep"]
 
@@ -69,7 +69,13 @@ def gibbs_site_proposal(
     log_ratio : array, shape (...)
         ``log A`` of the move; 0 for the exact conditional; 0 as well when ``proposal``
         equals ``current``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``uniform`` not of the shape of ``current`` or not of its array library (trace time).
     """
+    check_noise("gibbs_site_proposal", "the uniform", uniform, tuple(current.shape), current)
     xp = array_namespace(log_weights)
     num_values = log_weights.shape[-1]
     index = xp.arange(num_values, device=_device(log_weights))
@@ -161,7 +167,24 @@ def gibbs_sweep(
     (ChainState, StepInfo)
         ``accept_prob`` is the mean over the sweep, ``accepted`` whether any coordinate
         moved and ``hamming_distance`` how many did.
+
+    Raises
+    ------
+    ValueError, TypeError
+        ``order`` not of one position per coordinate, or uniforms not of shape (n,) or not of
+        the state's array library.
     """
+    n = sum(math.prod(x.shape) for x in chain.x)
+    if len(order) != n:
+        raise ValueError(
+            f"gibbs_sweep: order has {len(order)} positions for {n} coordinates; give a "
+            "permutation of all of them (noise_shapes' permutation)."
+        )
+    for what, u in (
+        ("the proposal uniforms", propose_uniforms),
+        ("the MH uniforms", accept_uniforms),
+    ):
+        check_noise("gibbs_sweep", what, u, (n,), chain.x[0])
     xp = array_namespace(chain.log_density)
     leaves = list(chain.x)
     f = chain.log_density

@@ -29,7 +29,7 @@ from ..kernel import (
     propose,
 )
 from ..local import current_mask, finite_local, local_delta, mask_invalid, squared_distance
-from ..validation import check_number
+from ..validation import check_noise, check_number, check_step_size
 from .dlp import DLPInfo, DLPSampler, StepSizeState, step_size_state
 
 __all__ = ["GWG", "gwg_log_prob", "gwg_move_logits", "gwg_sample", "gwg_step"]
@@ -153,7 +153,16 @@ def gwg_step(
     Returns
     -------
     (ChainState, StepInfo)
+
+    Raises
+    ------
+    ValueError, TypeError
+        A move or MH uniform that is not a scalar of the state's array library, or a step
+        size (given as a number) that is not positive and finite (checked at trace time).
     """
+    check_noise("gwg_step", "the move uniform", move_uniform, (), state.x[0])
+    check_noise("gwg_step", "the MH uniform", accept_uniform, (), state.x[0])
+    check_step_size("gwg_step", "step_size", step_size)
 
     def logits_at(chain: ChainState, origin: ChainState | None) -> list:
         return [

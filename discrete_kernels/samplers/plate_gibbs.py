@@ -33,6 +33,7 @@ from ..kernel import (
     StepParameters,
     hamming_distance,
 )
+from ..validation import check_step_arguments
 
 __all__ = ["MAX_COLOURS", "PlateGibbs", "plate_gibbs_step"]
 
@@ -63,7 +64,13 @@ def plate_gibbs_step(
     (ChainState, StepInfo)
         ``accept_prob`` 1 (a Gibbs update), ``accepted`` whether any coordinate changed,
         ``hamming_distance`` how many did.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Uniforms of the wrong number, shape or array library (checked at trace time).
     """
+    check_step_arguments("plate_gibbs_step", state.x, uniforms, None)
     chain = state
     colourings = [None] * len(domains) if colourings is None else colourings
     for j, (domain, u, colours) in enumerate(zip(domains, uniforms, colourings)):
@@ -127,6 +134,7 @@ class PlateGibbs(Sampler):
             )
 
     def check_sites(self, sites: Sites, flat_dim: int) -> None:
+        super().check_sites(sites, flat_dim)
         if not all(sites.is_table):
             missing = [n for n, t in zip(sites.names, sites.is_table) if not t]
             raise ValueError(
