@@ -39,6 +39,7 @@ from ._target import (
     leaf_specs_for_potential,
     make_local_fn,
 )
+from ._warmup_check import plan_warmup_check
 
 __all__ = ["SiteSetup", "check_init_params", "initial_values", "setup_model", "setup_potential"]
 
@@ -56,6 +57,8 @@ class SiteSetup:
     - **potential_fn** / **prepared_model**, **enum** - what evaluates the log density.
     - **has_deterministic** - the model has deterministic sites (replayed after sampling).
     - **plate_dims** - per plate-mode leaf, ``{plate name: dim}`` of its coordinates.
+    - **warmup_check** - the gradient leaves the warmup checks (``exact_sites="auto"``;
+      :mod:`numpyro_ext._warmup_check`), or None.
     """
 
     leaves: tuple[LeafSpec, ...]
@@ -68,6 +71,7 @@ class SiteSetup:
     enum: bool = False
     has_deterministic: bool = False
     plate_dims: dict = field(default_factory=dict)
+    warmup_check: Any = None
 
     @property
     def names(self) -> list:
@@ -276,6 +280,24 @@ def setup_model(
             )
         leaves, dims = decisions[plate_key]
     sites = _sites(owner, leaves, setup.leaf_shapes, sampler, options, None)
+    check = None
+    if options.auto_exact and sampler.auto_exact and sampler.uses_locals:
+        check_key = ("warmup check", tuple(site_shapes.items()), tuple(s.mode for s in leaves))
+        if check_key not in decisions:
+
+            def verify(names: list) -> dict:
+                if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(model_kwargs)):
+                    return {}  # traced conditioning (parallel chains): no values to verify at
+                exact = tuple(
+                    LeafSpec(s.name, s.domain, EXACT) if s.name in names else s for s in leaves
+                )
+                found = _plate_leaves(
+                    owner, setup, exact, structural, names, model, model_args, model_kwargs
+                )
+                return {name: d for name, d in found[1].items() if name in names}
+
+            decisions[check_key] = plan_warmup_check(leaves, setup.leaf_shapes, structural, verify)
+        check = decisions[check_key]
     return SiteSetup(
         leaves,
         sites,
@@ -285,6 +307,7 @@ def setup_model(
         enum=enum,
         has_deterministic=has_deterministic,
         plate_dims=dims,
+        warmup_check=check,
     )
 
 
