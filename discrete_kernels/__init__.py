@@ -11,11 +11,12 @@ callables supplied by the adapters (:mod:`numpyro_ext`, :mod:`pyro_ext`).
   :mod:`~discrete_kernels.samplers.gwg`, :mod:`~discrete_kernels.samplers.ab`,
   :mod:`~discrete_kernels.samplers.acs`, :mod:`~discrete_kernels.samplers.gibbs`,
   :mod:`~discrete_kernels.samplers.esh`;
-- warmup as phases (:mod:`discrete_kernels.warmup`), site rules (:mod:`discrete_kernels.sites`)
-  and EBM learning (:mod:`discrete_kernels.ebm`).
+- warmup as phases (:mod:`discrete_kernels.warmup`), site rules (:mod:`discrete_kernels.sites`),
+  the warmup's check of gradient sites (:mod:`discrete_kernels.gradient_check`) and EBM
+  learning (:mod:`discrete_kernels.ebm`).
 """
 
-from . import ebm, sites, warmup
+from . import ebm, gradient_check, sites, warmup
 from ._xp import precise_matmul
 from .domains import Binary, Categorical, Domain, Ordinal
 from .kernel import (
@@ -53,6 +54,7 @@ __all__ = [
     "ebm",
     "esh",
     "gibbs",
+    "gradient_check",
     "gwg",
     "plate_gibbs",
     "precise_matmul",

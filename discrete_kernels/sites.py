@@ -379,14 +379,15 @@ def single_site_substitutions(domain: Domain, x: Array) -> Array:
     return xp.reshape(batch, (size * num_values,) + tuple(x.shape))
 
 
-def substitutions_at(domain: Domain, x: Array, flat_indices: Sequence[int]) -> Array:
+def substitutions_at(domain: Domain, x: Array, flat_indices: Sequence[int] | Array) -> Array:
     """``x`` with one flat coordinate set to each candidate value, for the given coordinates.
 
     Parameters
     ----------
     domain : Domain
     x : array, shape (n...)
-    flat_indices : k coordinates (indices into ``x`` flattened)
+    flat_indices : k coordinates (indices into ``x`` flattened): a sequence of ints, or an
+        integer array of shape (k,) of ``x``'s library (traced under ``jit``)
 
     Returns
     -------
@@ -397,7 +398,11 @@ def substitutions_at(domain: Domain, x: Array, flat_indices: Sequence[int]) -> A
     flat = xp.reshape(x, (-1,))
     size, num_values = flat.shape[0], domain.num_values
     device = _device(x)
-    chosen = xp.asarray(list(flat_indices), device=device)
+    chosen: Array = (
+        flat_indices
+        if hasattr(flat_indices, "shape")
+        else xp.asarray(list(flat_indices), device=device)
+    )
     at_site = xp.arange(size, device=device)[None, :] == chosen[:, None]  # (k, N)
     values = xp.astype(xp.arange(num_values, device=device) + domain.low, x.dtype)
     batch = xp.where(at_site[:, None, :], values[None, :, None], flat[None, None, :])

@@ -52,6 +52,7 @@ from ._target import (
     leaf_specs_for_potential,
     make_local_fn,
 )
+from ._warmup_check import plan_warmup_check
 
 __all__ = ["SiteSetup", "check_init_params", "initial_values", "setup_model", "setup_potential"]
 
@@ -70,6 +71,8 @@ class SiteSetup:
     - **has_deterministic** - the model has deterministic sites (replayed after sampling).
     - **plate_dims** - per plate-mode leaf, ``{plate name: dim}`` of its coordinates.
     - **term_owners** - per coloured plate-mode leaf, its terms' owners per colour (C, E).
+    - **warmup_check** - the gradient leaves the warmup checks (``exact_sites="auto"``;
+      :mod:`numpyro_ext._warmup_check`), or None.
     """
 
     leaves: tuple[LeafSpec, ...]
@@ -83,6 +86,7 @@ class SiteSetup:
     has_deterministic: bool = False
     plate_dims: dict = field(default_factory=dict)
     term_owners: dict = field(default_factory=dict)
+    warmup_check: Any = None
 
     @property
     def names(self) -> list:
@@ -306,6 +310,26 @@ def setup_model(
             )
         leaves, dims, owners = decisions[plate_key]
     sites = _sites(owner, leaves, setup.leaf_shapes, sampler, options, None)
+    check = None
+    if options.auto_exact and sampler.auto_exact and sampler.uses_locals:
+        check_key = ("warmup check", tuple(site_shapes.items()), tuple(s.mode for s in leaves))
+        if check_key not in decisions:
+
+            def verify(names: list) -> dict:
+                if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(model_kwargs)):
+                    return {}  # traced conditioning (parallel chains): no values to verify at
+                exact = tuple(
+                    LeafSpec(s.name, s.domain, EXACT) if s.name in names else s for s in leaves
+                )
+                found = _plate_leaves(
+                    owner, setup, exact, structural, names, model, model_args, model_kwargs
+                )
+                # plate sites only: a coloured site's table needs its term owners
+                plain = {s.name for s in found[0] if s.is_plate and s.colours is None}
+                return {name: d for name, d in found[1].items() if name in names and name in plain}
+
+            decisions[check_key] = plan_warmup_check(leaves, setup.leaf_shapes, structural, verify)
+        check = decisions[check_key]
     return SiteSetup(
         leaves,
         sites,
@@ -316,6 +340,7 @@ def setup_model(
         has_deterministic=has_deterministic,
         plate_dims=dims,
         term_owners=owners,
+        warmup_check=check,
     )
 
 

@@ -30,12 +30,14 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity, is_prng_key
 
 from discrete_kernels import ChainState, ControlFlow, NoiseShapes, Sampler, StepNoise
+from discrete_kernels import gradient_check as gc
 from discrete_kernels import validation as checks
 from discrete_kernels.kernel import bind_sampler
 from discrete_kernels.sites import kernel_options
 from discrete_kernels.warmup import Feedback, run_phases, start_phases
 
 from . import _sharding
+from . import _warmup_check as wc
 from ._noise import draw_noise
 from ._setup import SiteSetup, check_init_params, initial_values, setup_model, setup_potential
 
@@ -50,13 +52,15 @@ def _fori(num: int, body: Callable, carry: Any) -> Any:
 JAX_CONTROL = ControlFlow(cond=jax.lax.cond, loop=_fori)
 
 _HEAD = ("i", "z", "potential_energy")
-_TAIL = ("num_moves", "moves_at_half_warmup", "local", "adapt_state", "rng_key")
+_TAIL = ("num_moves", "moves_at_half_warmup", "local", "adapt_state", "warmup_check", "rng_key")
 _DOC = """State of a discrete kernel: the draw's index **i**, the current values **z** (a dict of
 site values, or the pytree given as ``init_params``), **potential_energy** (``-log density``;
 ArviZ shows its negative as ``lp``), the sampler's statistics of this draw ({stats}),
 **num_moves** (draws so far at which the chain moved), **moves_at_half_warmup** (for the
 frozen-chain check), the cached gradient or table of each leaf (**local**), the sampler's
-adaptation state (**adapt_state**) and the key of the next draw (**rng_key**)."""
+adaptation state (**adapt_state**), the warmup's check of the gradient sites
+(**warmup_check**: a :class:`numpyro_ext._warmup_check.CheckState`, or ``()``) and the key of
+the next draw (**rng_key**)."""
 
 _STATES: dict[tuple[str, ...], type] = {}
 
@@ -176,6 +180,7 @@ class DiscreteKernel(MCMCKernel):
         self._setup: SiteSetup | None = None
         self._num_warmup = 0
         self._sample_fn: Callable | None = None
+        self._check: wc.WarmupCheck | None = None  # the warmup's check of gradient sites
         self._replicated: Any = None  # set when vectorised chains are split over devices
         self._auto_exact_decisions: dict = {}  # exact_sites="auto": site shapes -> leaves
 
@@ -238,6 +243,7 @@ class DiscreteKernel(MCMCKernel):
         state = self.__dict__.copy()
         state["_setup"] = None
         state["_sample_fn"] = None
+        state["_check"] = None  # rebuilt with the setup at init
         return state
 
     # ---------------------------------------------------------------- MCMC protocol
@@ -274,6 +280,8 @@ class DiscreteKernel(MCMCKernel):
             random.fold_in(setup_key, 1), setup_params, model_args, model_kwargs
         )
         self._setup = setup
+        enough = self._num_warmup >= checks.MIN_WARMUP_FOR_FROZEN_CHECK
+        self._check = setup.warmup_check if enough else None
         batch_shape = tuple(jnp.shape(rng_key)[:1]) if vectorized else ()
         init_params = check_init_params(setup, init_params, batch_shape)
 
@@ -338,6 +346,7 @@ class DiscreteKernel(MCMCKernel):
             moves_at_half_warmup=zero,
             local=chain.local,
             adapt_state=adapt,
+            warmup_check=wc.initial_check_state(self._check, setup.to_leaves(z)),
             rng_key=rng_key,
             **stats,
         )
@@ -352,7 +361,7 @@ class DiscreteKernel(MCMCKernel):
         assert setup is not None
         owner, sites = self._name, setup.names
         batch = jax.vmap if vectorized else (lambda f, **_: f)
-        step = batch(self._step_one, in_axes=(0, None, None))
+        step = batch(self._step_one, in_axes=(0, None, None, None))
         replicated = self._replicated if vectorized else None
 
         def adapt_one(adapt, info, params, chain, index):
@@ -360,7 +369,10 @@ class DiscreteKernel(MCMCKernel):
 
         def sample_fn(state, model_args, model_kwargs):
             index = state.i[0] if vectorized else state.i  # this draw's index, from 0
-            new, info, params, chain = step(state, model_args, model_kwargs)
+            if self._check is not None:
+                state = self._warmup_check(state, index, model_args, model_kwargs, vectorized)
+            exact = self._shared_exact(state, vectorized)
+            new, info, params, chain = step(state, model_args, model_kwargs, exact)
             if phases:
                 adapt = batch(adapt_one, in_axes=(0, 0, 0, 0, None))(
                     state.adapt_state, info, params, chain, index
@@ -369,6 +381,88 @@ class DiscreteKernel(MCMCKernel):
             return frozen_chain_check(new, index, num_warmup, owner, sites, vectorized, replicated)
 
         return sample_fn
+
+    # ------------------------------------------------------- the warmup's gradient check
+
+    def _shared_exact(self, state: Any, vectorized: bool) -> Any:
+        """The switched flags of the watched leaves, unbatched (the same on every chain), or
+        None when nothing is watched."""
+        if self._check is None:
+            return None
+        exact = state.warmup_check.exact
+        return exact[0] if vectorized else exact
+
+    def _replicate(self, tree: Any, vectorized: bool) -> Any:
+        """``tree`` readable by a host callback from one device (chains split over devices)."""
+        if vectorized and self._replicated is not None:
+            return jax.tree.map(
+                lambda x: jax.lax.with_sharding_constraint(x, self._replicated), tree
+            )
+        return tree
+
+    def _warmup_check(self, state: Any, index, model_args, model_kwargs, vectorized: bool) -> Any:
+        """Before draw ``index``: at the warmup's check draws, each watched leaf's gradient
+        against exact differences at the current state, and whether it changed since the last
+        check; leaves badly estimated or stuck are flagged and, where they may be, switched
+        (pooled over vectorized chains), their cached locals replaced by the exact
+        differences the check computed, with a warning. At the last warmup draw, a warning
+        for each leaf flagged but not switched, or not switched and unchanged since the last
+        check. One ``cond`` per draw otherwise."""
+        plan, setup = self._check, self._setup
+        assert plan is not None and setup is not None
+        num_warmup = self._num_warmup
+        schedule = gc.check_schedule(num_warmup)
+        last_check = (schedule.stop - 1) // schedule.every * schedule.every
+        batch = jax.vmap if vectorized else (lambda f, **_: f)
+        owner, num_leaves = self._name, len(setup.leaves)
+
+        def check(state):
+            before = state.warmup_check
+            number = index // schedule.every
+
+            def one(s, c):
+                leaves = setup.to_leaves(s.z)
+                reports, gradients = wc.check_chain(
+                    setup, leaves, -s.potential_energy, s.local, number, model_args, model_kwargs
+                )
+                return wc.decide(plan, c, reports, leaves, index, schedule.window), gradients
+
+            after, gradients = batch(one)(state, before)
+            if vectorized:  # one decision for every chain
+                pooled = jnp.any(after.exact, 0)
+                after = after._replace(exact=jnp.broadcast_to(pooled, after.exact.shape))
+            newly = after.exact & ~before.exact
+            switch = batch(lambda loc, g, n: wc.switched_locals(plan, loc, g, n))
+            state = state._replace(warmup_check=after, local=switch(state.local, gradients, newly))
+
+            def warn(was, now):
+                wc.warn_switched(owner, plan, schedule.window, was, now)
+
+            jax.lax.cond(
+                jnp.any(newly),
+                lambda args: jax.debug.callback(warn, *args),
+                lambda args: None,
+                self._replicate((before.exact, after), vectorized),
+            )
+            return state
+
+        def end(state):
+            c = state.warmup_check
+            moved = batch(lambda s, c: wc.changed_leaves(plan, c, setup.to_leaves(s.z)))(state, c)
+
+            def warn(c, moved):
+                quiet = num_warmup - 1 - last_check
+                wc.warn_unswitched(owner, plan, num_warmup, quiet, c, moved, num_leaves)
+
+            jax.debug.callback(warn, *self._replicate((c, moved), vectorized))
+
+        def bookkeeping(state):
+            state = jax.lax.cond(gc.is_check_draw(schedule, index), check, lambda s: s, state)
+            jax.lax.cond(index + 1 == num_warmup, end, lambda s: None, state)
+            return state
+
+        due = gc.is_check_draw(schedule, index) | (index + 1 == num_warmup)
+        return jax.lax.cond(due, bookkeeping, lambda s: s, state)
 
     def sample(self, state: Any, model_args, model_kwargs) -> Any:
         if self._sample_fn is None:
@@ -405,21 +499,28 @@ class DiscreteKernel(MCMCKernel):
     def refresh(self, state: Any, model_args, model_kwargs) -> Any:
         """Recompute the cached log density and locals for new conditioning values."""
         if self._sample_fn is not None and state.i.ndim:
-            return jax.vmap(self._refresh_one, in_axes=(0, None, None))(
-                state, model_args, model_kwargs
+            exact = self._shared_exact(state, True)
+            return jax.vmap(self._refresh_one, in_axes=(0, None, None, None))(
+                state, model_args, model_kwargs, exact
             )
-        return self._refresh_one(state, model_args, model_kwargs)
+        return self._refresh_one(state, model_args, model_kwargs, self._shared_exact(state, False))
 
-    def _refresh_one(self, state: Any, model_args, model_kwargs) -> Any:
+    def _refresh_one(self, state: Any, model_args, model_kwargs, exact: Any = None) -> Any:
         setup = self._setup
         assert setup is not None
-        f, local = self._local_fn(model_args, model_kwargs)(setup.to_leaves(state.z))
+        f, local = self._local_fn(model_args, model_kwargs, exact)(setup.to_leaves(state.z))
         return state._replace(potential_energy=-f, local=tuple(local))
 
-    def _local_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
-        """``leaves -> (f, locals)`` of the current setup, for this sampler."""
+    def _local_fn(
+        self, model_args: tuple, model_kwargs: dict | None, exact: Any = None
+    ) -> Callable:
+        """``leaves -> (f, locals)`` of the current setup, for this sampler; ``exact``: the
+        warmup check's switched flags of the watched leaves (None: every gradient kept)."""
         assert self._setup is not None
-        return self._setup.local_fn(model_args, model_kwargs, self._spec.uses_locals)
+        base = self._setup.local_fn(model_args, model_kwargs, self._spec.uses_locals)
+        if self._check is None:
+            return base
+        return wc.switching_local_fn(self._setup, base, exact, model_args, model_kwargs)
 
     def _draw_noise(
         self, rng_key: jax.Array, shapes: NoiseShapes, index: jax.Array
@@ -427,9 +528,9 @@ class DiscreteKernel(MCMCKernel):
         """The next key and the noise of draw ``index`` (:func:`numpyro_ext._noise.draw_noise`)."""
         return draw_noise(rng_key, shapes)
 
-    def _step_one(self, state: Any, model_args, model_kwargs) -> tuple:
+    def _step_one(self, state: Any, model_args, model_kwargs, exact: Any = None) -> tuple:
         """One chain's draw before adaptation: ``(state, info, params, chain)``; the state keeps
-        the adaptation state this draw used."""
+        the adaptation state this draw used (``exact``: the warmup check's switched flags)."""
         setup, spec = self._setup, self._spec
         assert setup is not None  # set by init
         leaves = setup.to_leaves(state.z)
@@ -437,7 +538,7 @@ class DiscreteKernel(MCMCKernel):
         rng_key, noise = self._draw_noise(state.rng_key, shapes, state.i)
         params = spec.parameters(state.adapt_state)
         chain = ChainState(leaves, -state.potential_energy, state.local)
-        local_fn = self._local_fn(model_args, model_kwargs)
+        local_fn = self._local_fn(model_args, model_kwargs, exact)
         chain, info = spec.step(chain, noise, params, state.adapt_state, setup.sites, local_fn)
         stats = {
             name: jnp.asarray(getattr(info, name), dtype=jnp.result_type(getattr(state, name)))

@@ -29,6 +29,7 @@ from discrete_kernels.warmup import Feedback, run_phases, start_phases
 from ._record import LOG_EVERY, StepRecord
 from ._setup import SiteSetup, setup_model, setup_potential
 from ._target import to_user
+from ._warmup_check import WarmupCheck, switched_setup
 
 __all__ = ["DiscreteKernel", "draw_noise"]
 
@@ -105,6 +106,7 @@ class DiscreteKernel(MCMCKernel):
         self._adapt_state: Any = None
         self._step_record = StepRecord()
         self._log: OrderedDict = OrderedDict()
+        self._check: WarmupCheck | None = None  # the warmup's check of gradient sites
 
     @property
     def spec(self) -> Sampler:
@@ -168,6 +170,15 @@ class DiscreteKernel(MCMCKernel):
         self._setup = setup
         self._initial_params = setup.start
         self._state = setup.chain
+        watch = (
+            self._model is not None
+            and self._site_options.auto_exact
+            and self._spec.auto_exact
+            and self._spec.uses_locals
+            and self._warmup_steps >= checks.MIN_WARMUP_FOR_FROZEN_CHECK
+        )
+        check = WarmupCheck(self._name, setup.leaves, setup.chain, self._warmup_steps)
+        self._check = check if watch and check else None
         like = torch.ones((), dtype=setup.like.dtype, device=setup.like.device)
         adapt = self._spec.adapt_init(
             like, self._warmup_steps, setup.sites, setup.flat_dim, PYTHON_CONTROL
@@ -244,6 +255,14 @@ class DiscreteKernel(MCMCKernel):
         ):
             # new conditioning or values set from outside: rebuild the cache
             state = spec.init(setup.to_leaves(params), self._local_fn())
+        if self._check is not None and self._t < self._warmup_steps:
+            if self._check.due(self._t):
+                leaves = self._check.check(self._t, setup, state)
+                if leaves is not None:  # a site switched to exact differences
+                    setup = self._setup = switched_setup(setup, leaves, spec)
+                    state = spec.init(state.x, self._local_fn())
+            if self._t + 1 == self._warmup_steps:
+                self._check.end_of_warmup(state)
         shapes = spec.noise_shapes(setup.sites, [tuple(x.shape) for x in state.x])
         noise = self._draw_noise(shapes, self._t)
         adapt = self._adapt_state
