@@ -307,6 +307,7 @@ def setup_model(
                 model_args,
                 model_kwargs,
                 getattr(sampler, "blocks", None),
+                sampler.needs_plate_tables,
             )
         leaves, dims, owners = decisions[plate_key]
     sites = _sites(owner, leaves, setup.leaf_shapes, sampler, options, None)
@@ -354,6 +355,7 @@ def _plate_leaves(
     model_args: tuple,
     model_kwargs: dict,
     blocks: dict | None = None,
+    needs_tables: bool = False,
 ) -> tuple[tuple[LeafSpec, ...], dict, dict]:
     """The leaves with the ``wanted`` ones in plate mode where their plates make their
     coordinates conditionally independent, or else a colouring does (the user's ``blocks``
@@ -423,7 +425,7 @@ def _plate_leaves(
             dims[spec.name] = leaf_dims
             if owner_rows is not None:
                 owners[spec.name] = owner_rows
-        elif spec.mode != EXACT:  # a sampler that needs every site's plate table
+        elif needs_tables or spec.mode != EXACT:  # a sampler that needs plate tables
             raise site_rules.not_plate_error(
                 owner,
                 spec.name,

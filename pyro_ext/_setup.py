@@ -226,7 +226,16 @@ def setup_model(
     element_terms: dict = {}
     if wanted:
         leaves, element_terms = _plate_leaves(
-            owner, leaves, structural, wanted, start, log_density, model, args, kwargs
+            owner,
+            leaves,
+            structural,
+            wanted,
+            start,
+            log_density,
+            model,
+            args,
+            kwargs,
+            sampler.needs_plate_tables,
         )
     drawn = frozenset(start) - frozenset(given)
     return _finish(
@@ -251,6 +260,7 @@ def _plate_leaves(
     model: Callable,
     args: tuple,
     kwargs: dict,
+    needs_tables: bool = False,
 ) -> tuple[tuple[LeafSpec, ...], dict]:
     """The leaves with the ``wanted`` ones in plate mode where their plates make their
     coordinates conditionally independent (verified at the start and two other states), and
@@ -284,7 +294,7 @@ def _plate_leaves(
         if reason is None:
             out[j] = LeafSpec(spec.name, spec.domain, PLATE)
             terms_by_leaf[j] = terms
-        elif spec.mode != EXACT:  # a sampler that needs every site's plate table
+        elif needs_tables or spec.mode != EXACT:  # a sampler that needs plate tables
             raise site_rules.not_plate_error(
                 owner,
                 spec.name,

@@ -141,6 +141,13 @@ class PlateGibbs(Sampler):
                 f"{self.name}: sites {missing} have no exact conditional table; every site "
                 "must be conditionally independent in its coordinates."
             )
+        single = sites.single_site_tables or (False,) * len(sites.names)
+        coupled = [n for n, t in zip(sites.names, single) if t]
+        if coupled:  # a single-site table's rows are not a joint conditional of the site
+            raise ValueError(
+                f"{self.name}: sites {coupled} are not conditionally independent in their "
+                "coordinates (nor in colour blocks); sample them with another kernel."
+            )
         unknown = sorted(set(self.blocks or {}) - set(sites.names))
         if unknown:
             raise ValueError(

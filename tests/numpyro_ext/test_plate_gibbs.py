@@ -193,3 +193,17 @@ def test_plate_dims_reads_the_plates():
         numpyro.sample("e", dist.Bernoulli(0.5).expand([3]).to_event(1))
     assert _plates.plate_dims(tr["x"]) == ({"a": -2, "b": -1}, None)
     assert "event" in _plates.plate_dims(tr["e"])[1]
+
+
+def test_a_coupled_categorical_site_is_refused_not_drawn_from_its_single_site_table():
+    """A categorical site always has a single-site table; one that is neither a plate nor
+    colourable must be refused, not drawn whole from that table (rows that are not a joint
+    conditional)."""
+
+    def model():
+        with numpyro.plate("items", 3):
+            c = numpyro.sample("c", dist.Categorical(jnp.array([0.2, 0.3, 0.5])))
+        numpyro.factor("all", 0.7 * (c[0] == c[1]) * (c[1] == c[2]))
+
+    with pytest.raises(ValueError, match="'c' is not conditionally independent"):
+        driver_setup(nx.PlateGibbs(model))
