@@ -25,6 +25,16 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
         os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
     ).strip()
 
+# The Pyro tests' models have tensors of a few elements: torch's intra-op threads only add
+# synchronisation there (measured on a busy 2-core machine: 13 s against 46-194 s for the Pyro
+# warmup-check test). A user's large model keeps torch's default.
+try:
+    import torch
+
+    torch.set_num_threads(1)
+except ImportError:  # a NumPyro-only install
+    pass
+
 try:
     import jax
 except ImportError:  # the Pyro side runs without JAX (tests/test_lint.py checks it)

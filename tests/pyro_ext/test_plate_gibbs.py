@@ -59,16 +59,6 @@ def capture_model(y):
             pyro.sample("y", dist.Bernoulli(0.3 * z + 1e-3), obs=y)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These models' tensors have a few elements: torch's intra-op threads only add
-    synchronisation (10x slower per operation on a busy 2-core machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def driver_setup(kernel, *args):
     """The Pyro driver's setup (as MCMC calls it; its start a seeded prior draw) and its
     ``local_fn``."""
