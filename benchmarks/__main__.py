@@ -61,6 +61,7 @@ SCRIPTS = {
     "esh_targets": "ESH against NUTS, MALA and ULA on the ESH paper's targets",
     "ucd_couplings": "UCD: meeting times of the two couplings",
     "ebm_trainer_overhead": "EBM trainer against a plain jitted update",
+    "user_suite": "models users write, exact answers: every kernel against NumPyro's built-ins",
 }
 
 
