@@ -21,11 +21,18 @@ def effective_sample_size(x: np.ndarray) -> np.ndarray:
     return np.asarray(numpyro_ess(x))
 
 
-def assert_mc_close(samples: np.ndarray, expected: np.ndarray, num_se: float = 5.0):
+def assert_mc_close(
+    samples: np.ndarray,
+    expected: np.ndarray,
+    num_se: float = 5.0,
+    expected_se: float | np.ndarray = 0.0,
+):
     """``samples`` (chains, draws, k): chain-pooled means within ``num_se`` MC standard errors.
 
     The standard error uses the effective sample size of each statistic, floored at 1e-3 so
-    that statistics with no spread (sd 0) still need to match closely.
+    that statistics with no spread (sd 0) still need to match closely. ``expected_se`` (per
+    statistic or one number): the Monte Carlo error of ``expected`` where it comes from a
+    reference run, added in quadrature.
     """
     samples = np.asarray(samples, dtype=np.float64)
     mean = samples.mean(axis=(0, 1))
@@ -34,6 +41,7 @@ def assert_mc_close(samples: np.ndarray, expected: np.ndarray, num_se: float = 5
     ess = np.where(np.isfinite(ess), ess, 1.0)  # a constant statistic has no ESS
     sd = samples.std(axis=(0, 1))
     se = np.maximum(sd / np.sqrt(np.maximum(ess, 1.0)), 1e-3)
+    se = np.sqrt(se**2 + np.asarray(expected_se, dtype=np.float64) ** 2)
     z = np.abs(mean - expected) / se
     assert np.all(z < num_se), f"max z {z.max():.2f} at {np.argmax(z)}: {mean} vs {expected}"
     return z
@@ -62,8 +70,8 @@ def mixed_model_exact(y) -> tuple[np.ndarray, float, float]:
     ys = np.asarray(y, dtype=np.float64)
     n = ys.shape[0]
     post = []
-    for z in itertools.product((0, 1), repeat=3):
-        z = np.array(z, dtype=float)
+    for bits in itertools.product((0, 1), repeat=3):
+        z = np.array(bits, dtype=float)
         shift = weights @ z
         prec = 1.0 + n
         mean = np.sum(ys - shift) / prec

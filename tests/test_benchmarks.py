@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import _common  # noqa: E402
 import device_step  # noqa: E402
 import scaling  # noqa: E402
+import user_suite  # noqa: E402
 
 
 def test_write_section_replaces_its_block_and_names_command_and_machine(tmp_path):
@@ -99,6 +100,7 @@ def test_benchmark_command_lists_every_script():
     assert out.returncode == 0, out.stderr
     listed = [line.split()[0] for line in out.stdout.splitlines()]
     scripts = [p.stem for p in (ROOT / "benchmarks").glob("*.py") if not p.stem.startswith("_")]
+    scripts.remove("user_models")  # the suite's models and answers, run by user_suite
     external = ["bnn_width", "pyro_bnn_width"]  # examples run as benchmarks (EXTERNAL)
     assert sorted(listed) == sorted(scripts + external)
 
@@ -114,3 +116,33 @@ def test_benchmark_command_quick_run_of_the_scaling_study():
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "exit 0" in out.stdout and "| target | d | chains |" in out.stdout
+
+
+def test_user_suite_rows_and_table_on_a_small_model():
+    """The user-model suite's measurement of one model in its smoke mode, and its table."""
+    from benchmarks import user_models
+
+    entry = user_models.MODELS["ising"]
+    rows, size, method = user_suite.model_rows(
+        entry, quick=True, max_seconds=30, only=[entry.recommended, "DiscreteGibbs"]
+    )
+    rows = user_suite.model_rows(entry, False, 30, [entry.recommended, "DiscreteGibbs"])[0]
+    assert [r["sampler"] for r in rows] == [entry.recommended, "DiscreteGibbs"]
+    assert all(r["seconds"] > 0 and r["ess"] > 0 and np.isfinite(r["z"]) for r in rows)
+    assert rows[1]["ratio"] == pytest.approx(1.0) or rows[1]["z"] >= 4
+    lines = user_suite.table({"ising": (rows, size, method)})
+    assert lines[2].startswith("| ising | 5 |") and "transfer matrices" in method
+    assert f"{entry.recommended} *" in lines[2]
+
+
+@pytest.mark.slow
+def test_benchmark_command_quick_run_of_the_user_suite():
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "user_suite"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "exit 0" in out.stdout and "| model | size (exact answer) |" in out.stdout

@@ -1,0 +1,223 @@
+"""The user-model suite (``benchmarks/user_models.py``): ESS per second of this library's
+kernels against NumPyro's ``DiscreteGibbs``, ``DiscreteHMCGibbs`` and ``MixedHMC`` on models
+users write, each checked against its exact answer.
+
+For each model at its benchmark size, every sampler that runs on it: the library's kernels
+that apply (alone on purely discrete models, as a ``Gibbs`` block next to NUTS otherwise;
+the recommended one marked) and NumPyro's built-ins (``DiscreteGibbs`` where every latent is
+discrete; ``DiscreteHMCGibbs(NUTS)`` and ``MixedHMC(HMC(trajectory_length=1.2))`` where some
+are continuous). Each runs ``CHAINS`` chains (vectorised on discrete models, sequential where
+NumPyro's ``Gibbs`` runs: it takes one key) with as many warmup steps as draws; the draws are
+doubled until the smallest ESS over the model's reported statistics reaches 400 or a run
+would pass ``--max-seconds`` (then its ESS is reported as it is; runs longer than 4,000
+draws per chain are thinned to 4,000 kept draws). Columns:
+
+- **seconds**: wall time of the last run, compilation included (one process, side by side);
+- **min ESS**: the smallest multi-chain ESS (``numpyro.diagnostics``) over the statistics
+  (a statistic constant over every draw left out);
+- **ESS/s**: min ESS over seconds; **ratio**: to the best built-in whose answer is right;
+- **max |z|**: the largest distance of a posterior mean from the exact answer in standard
+  errors (ESS-based, the reference's own MC error added where the answer is a stored
+  reference run); **right** when below 4.
+
+Run ``python benchmarks/user_suite.py`` (writes its section of ``docs/benchmarks.md``),
+``--quick`` for a smoke run (reduced sizes, the recommended kernel only, 30 draws, nothing
+written), names to select models (``python benchmarks/user_suite.py zip gmm``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+FLAGS = os.environ.get("XLA_FLAGS", "")
+if "--quick" in sys.argv and "xla_backend_optimization_level" not in FLAGS:
+    # the smoke run compiles without LLVM's optimisation, as the tests do (compile time is
+    # most of a short run); set before JAX starts
+    os.environ["XLA_FLAGS"] = (FLAGS + " --xla_backend_optimization_level=0").strip()
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import write_section  # noqa: E402
+
+from benchmarks import user_models as um  # noqa: E402
+
+CHAINS = 4
+TARGET_ESS = 400
+#: draws kept per chain (longer runs are thinned: the draws of a large plate site fill the
+#: memory otherwise)
+KEPT_DRAWS = 4000
+
+
+def measure(
+    entry: um.UserModel,
+    sampler: str,
+    data: tuple,
+    answer: um.Answer,
+    draws: int,
+    max_seconds: float,
+    chains: int,
+    grow: bool,
+) -> dict:
+    """Run ``sampler`` (doubling the draws while the ESS is short and time allows) and
+    return its row."""
+    from numpyro.diagnostics import effective_sample_size
+
+    while True:
+        start = time.perf_counter()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                stats = um.run(
+                    entry,
+                    sampler,
+                    data,
+                    num_warmup=draws,
+                    num_samples=draws,
+                    num_chains=chains,
+                    thinning=max(1, draws // KEPT_DRAWS),
+                )
+        except Exception as error:  # a sampler that does not run on the model is a row too
+            return dict(sampler=sampler, error=f"{type(error).__name__}: {error}"[:160])
+        seconds = time.perf_counter() - start
+        # every run compiles new programs; a long session of them exhausts the process's
+        # memory maps (LLVM: "Cannot allocate memory") unless they are dropped
+        jax.clear_caches()
+        gc.collect()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ess = np.asarray(effective_sample_size(stats))
+        # a statistic constant over every draw (an inclusion of posterior 0.998) has no ESS:
+        # it is left out of the minimum, and its standard error floored as in the tests
+        varies = stats.std((0, 1)) > 0
+        low = float(ess[varies].min()) if varies.any() else float("nan")
+        if not grow or not low < TARGET_ESS or 2.2 * seconds > max_seconds:
+            break
+        draws *= 2
+    ess = np.where(np.isfinite(ess), ess, 1.0)
+    sd = stats.std((0, 1))
+    se = np.hypot(np.maximum(sd / np.sqrt(np.maximum(ess, 1.0)), 1e-3), answer.se)
+    z = np.abs(stats.mean((0, 1)) - answer.mean) / se
+    notes = sorted({str(w.message).split(";")[0][:90] for w in caught})
+    return dict(
+        sampler=sampler,
+        seconds=seconds,
+        draws=draws,
+        ess=low,
+        ess_per_second=low / seconds,
+        z=float(z.max()),
+        worst=answer.names[int(np.argmax(z))],
+        notes=notes,
+    )
+
+
+def model_rows(
+    entry: um.UserModel, quick: bool, max_seconds: float, only: list[str] | None = None
+) -> tuple[list, str, str]:
+    """The rows of one model (every sampler, or the recommended one in the smoke mode, or
+    those in ``only``), its size and how its exact answer was computed."""
+    size = entry.sizes[0] if quick else entry.sizes[1]
+    data = entry.data(size)
+    answer = entry.exact(data)
+    samplers = [*entry.kernels, *entry.builtins]
+    if only:
+        samplers = [s for s in samplers if s in only]
+    elif quick:
+        samplers = [entry.recommended]
+    rows = []
+    for sampler in samplers:
+        row = measure(
+            entry,
+            sampler,
+            data,
+            answer,
+            draws=30 if quick else 500,
+            max_seconds=max_seconds,
+            chains=1 if quick else CHAINS,
+            grow=not quick,
+        )
+        row["label"] = um.label(entry, sampler) + (" *" if sampler == entry.recommended else "")
+        row["builtin"] = sampler in entry.builtins
+        rows.append(row)
+        shown = {k: v for k, v in row.items() if k not in ("notes",)}
+        print(entry.name, shown, flush=True)
+    right_builtins = [
+        r["ess_per_second"] for r in rows if r["builtin"] and "error" not in r and r["z"] < 4
+    ]
+    best = max(right_builtins) if right_builtins else None
+    for row in rows:
+        if "error" not in row:
+            row["ratio"] = row["ess_per_second"] / best if best else None
+    return rows, f"{size}", answer.method
+
+
+def table(results: dict) -> list[str]:
+    lines = [
+        "| model | size | sampler | seconds | min ESS | ESS/s | ratio to the "
+        "best right built-in | max abs z (statistic) | right |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, (rows, size, _) in results.items():
+        for row in rows:
+            head = f"| {name} | {size} | {row['label']} |"
+            if "error" in row:
+                lines.append(f"{head} fails: {row['error']} | | | | | | |")
+                continue
+            ratio = f"{row['ratio']:.2f}x" if row.get("ratio") else "-"
+            right = "yes" if row["z"] < 4 else "**no**"
+            lines.append(
+                f"{head} {row['seconds']:.1f} | {row['ess']:.0f} | {row['ess_per_second']:.1f} "
+                f"| {ratio} | {row['z']:.1f} ({row['worst']}) | {right} |"
+            )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("names", nargs="*", help="models to run (default: all)")
+    parser.add_argument("--quick", action="store_true", help="smoke run, no docs update")
+    parser.add_argument("--max-seconds", type=float, default=120.0, help="per sampler run")
+    parser.add_argument("--samplers", default="", help="comma-separated sampler names")
+    args = parser.parse_args()
+    unknown = [n for n in args.names if n not in um.MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {list(um.MODELS)}")
+    results = {}
+    for name in args.names or um.MODELS:
+        only = [s for s in args.samplers.split(",") if s]
+        results[name] = model_rows(um.MODELS[name], args.quick, args.max_seconds, only)
+    lines = [
+        "## User-model suite: this library's kernels against NumPyro's built-ins",
+        "",
+        f"Each model of `benchmarks/user_models.py` at its benchmark size, {CHAINS} chains per "
+        "sampler, warmup as long as the sampling, the draws doubled until the smallest ESS "
+        f"over the model's reported statistics reaches {TARGET_ESS} or the run would pass "
+        f"{args.max_seconds:.0f} s (then the ESS as it is). Seconds: wall time with "
+        "compilation. Ratio: ESS/s over the best built-in whose answer is right. Right: every "
+        "reported statistic within 4 standard errors of the exact answer. `*`: the kernel "
+        "the suite recommends for the model.",
+        "",
+        *table(results),
+        "",
+        "Exact answers: "
+        + "; ".join(f"{name}: {method}" for name, (_, _, method) in results.items())
+        + ".",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if not args.quick and not args.names and not args.samplers:
+        write_section("user_suite", text)
+    elif not args.quick:
+        print("(a subset of the models: docs/benchmarks.md not written)")
+
+
+if __name__ == "__main__":
+    main()
