@@ -526,6 +526,18 @@ def hmm_model(y: jax.Array, observed: jax.Array) -> None:
         numpyro.sample("y", emission, obs=y)
 
 
+def hmm_terms_model(y: jax.Array, observed: jax.Array) -> None:
+    """The vectorised hidden Markov model with its transitions given to ``factor`` as an
+    array of terms, one per step, instead of their sum: the same density, but the model now
+    says which coordinates each term involves (what PlateGibbs needs to colour the chain)."""
+    with numpyro.plate("time", y.shape[0]):
+        s = numpyro.sample("s", dist.Categorical(jnp.ones(HMM_K) / HMM_K))
+    numpyro.factor("transitions", jnp.log(jnp.asarray(HMM_TRANSITION))[s[:-1], s[1:]])
+    with numpyro.plate("time", y.shape[0]):
+        emission = dist.Normal(jnp.asarray(HMM_MEANS)[s], 1.0).mask(observed)
+        numpyro.sample("y", emission, obs=y)
+
+
 def hmm_scan_model(y: jax.Array, observed: jax.Array) -> None:
     """The same hidden Markov model written with ``numpyro.contrib.control_flow.scan`` over
     the steps, one ``Categorical`` state per step (the form of NumPyro's ``hmm_enum``
@@ -1128,6 +1140,20 @@ def ising_model(y: jax.Array) -> None:
         numpyro.sample("y", dist.Normal(s, ISING_NOISE), obs=y)
 
 
+def ising_terms_model(y: jax.Array) -> None:
+    """The Ising denoising model with its neighbour agreements given to ``factor`` as arrays
+    of terms (one per vertical and one per horizontal edge) instead of their sum: the same
+    density, with the lattice's structure visible to PlateGibbs."""
+    rows, cols = y.shape
+    with numpyro.plate("rows", rows, dim=-2), numpyro.plate("cols", cols, dim=-1):
+        x = numpyro.sample("x", dist.Bernoulli(0.5))
+    s = 2.0 * x - 1.0
+    numpyro.factor("vertical", ISING_COUPLING * s[1:] * s[:-1])
+    numpyro.factor("horizontal", ISING_COUPLING * s[:, 1:] * s[:, :-1])
+    with numpyro.plate("rows", rows, dim=-2), numpyro.plate("cols", cols, dim=-1):
+        numpyro.sample("y", dist.Normal(s, ISING_NOISE), obs=y)
+
+
 def ising_data(size: int) -> tuple:
     """A ``size x size`` image of a centred square on a dark background, with noise."""
     rng = np.random.default_rng(10)
@@ -1354,9 +1380,11 @@ def dawid_skene_exact(data: tuple) -> Answer:
 #: the library's kernels per model family. Each model's ``recommended=`` below is the best
 #: kernel of the library today (measured by ``benchmarks/user_suite.py``): PlateGibbs where
 #: the discrete sites are in plates; on coupled sites the gradient kernel that measured best.
-#: The chains, lattices and scan models (hmm, hmm_scan, cjs, ising) are candidates for
-#: PlateGibbs with colouring (even/odd blocks) once it lands: change their ``recommended=``.
+#: PlateGibbs also applies to chains, lattices and ``scan`` models whose terms say which
+#: coordinates they involve (it colours them); a model that sums its interactions into one
+#: ``factor`` (hmm, ising) hides that, and its ``_terms`` twin shows the rewrite.
 PLATE_MIXED = library_kernels(mixed=True, plate=True)
+PLATE_DISCRETE = library_kernels(mixed=False, plate=True)
 COUPLED_MIXED = library_kernels(mixed=True, plate=False)
 COUPLED_DISCRETE = library_kernels(mixed=False, plate=False)
 
@@ -1404,6 +1432,18 @@ MODELS: dict[str, UserModel] = {
             builtins=DISCRETE_BUILTINS,
         ),
         UserModel(
+            "hmm_terms",
+            "the same HMM, its transitions given to factor unsummed",
+            hmm_terms_model,
+            hmm_data,
+            hmm_exact,
+            hmm_statistics,
+            sizes=(30, 100),
+            kernels=PLATE_DISCRETE,
+            recommended="PlateGibbs",
+            builtins=DISCRETE_BUILTINS,
+        ),
+        UserModel(
             "hmm_scan",
             "HMM written with scan, masked observations",
             hmm_scan_model,
@@ -1411,8 +1451,8 @@ MODELS: dict[str, UserModel] = {
             hmm_exact,
             hmm_statistics,
             sizes=(30, 100),
-            kernels=COUPLED_DISCRETE,
-            recommended="AB",
+            kernels=PLATE_DISCRETE,
+            recommended="PlateGibbs",
             builtins=DISCRETE_BUILTINS,
         ),
         UserModel(
@@ -1423,8 +1463,8 @@ MODELS: dict[str, UserModel] = {
             changepoint_exact,
             changepoint_statistics,
             sizes=(40, 74),
-            kernels=COUPLED_MIXED,
-            recommended="GWG",
+            kernels=PLATE_MIXED,
+            recommended="PlateGibbs",
             builtins=MIXED_BUILTINS,
         ),
         UserModel(
@@ -1511,8 +1551,8 @@ MODELS: dict[str, UserModel] = {
             cjs_statistics,
             quadrature=cjs_quadrature,
             sizes=(20, 120),
-            kernels=COUPLED_MIXED,
-            recommended="DMALA",
+            kernels=PLATE_MIXED,
+            recommended="PlateGibbs",
             builtins=MIXED_BUILTINS,
         ),
         UserModel(
@@ -1525,6 +1565,18 @@ MODELS: dict[str, UserModel] = {
             sizes=(5, 8),
             kernels=COUPLED_DISCRETE,
             recommended="GWG",
+            builtins=DISCRETE_BUILTINS,
+        ),
+        UserModel(
+            "ising_terms",
+            "the same Ising model, its agreements given to factor unsummed",
+            ising_terms_model,
+            ising_data,
+            ising_exact,
+            ising_statistics,
+            sizes=(5, 8),
+            kernels=PLATE_DISCRETE,
+            recommended="PlateGibbs",
             builtins=DISCRETE_BUILTINS,
         ),
         UserModel(

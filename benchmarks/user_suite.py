@@ -129,7 +129,9 @@ def model_rows(
     answer = entry.exact(data)
     samplers = [*entry.kernels, *entry.builtins]
     if only:
-        samplers = [s for s in samplers if s in only]
+        groups = {"recommended": [entry.recommended], "builtins": list(entry.builtins)}
+        wanted = {name for item in only for name in groups.get(item, [item])}
+        samplers = [s for s in samplers if s in wanted]
     elif quick:
         samplers = [entry.recommended]
     rows = []
@@ -185,21 +187,32 @@ def main() -> None:
     parser.add_argument("names", nargs="*", help="models to run (default: all)")
     parser.add_argument("--quick", action="store_true", help="smoke run, no docs update")
     parser.add_argument("--max-seconds", type=float, default=120.0, help="per sampler run")
-    parser.add_argument("--samplers", default="", help="comma-separated sampler names")
+    parser.add_argument(
+        "--samplers",
+        default="",
+        help="comma-separated sampler names, or the groups 'recommended' and 'builtins' "
+        "(with every model, the docs section is written naming them)",
+    )
     args = parser.parse_args()
     unknown = [n for n in args.names if n not in um.MODELS]
     if unknown:
         parser.error(f"unknown model(s) {unknown}; choose from {list(um.MODELS)}")
     results = {}
+    only = [s for s in args.samplers.split(",") if s]
     for name in args.names or um.MODELS:
-        only = [s for s in args.samplers.split(",") if s]
         results[name] = model_rows(um.MODELS[name], args.quick, args.max_seconds, only)
     lines = [
         "## User-model suite: this library's kernels against NumPyro's built-ins",
         "",
-        f"Each model of `benchmarks/user_models.py` at its benchmark size, {CHAINS} chains per "
-        "sampler, warmup as long as the sampling, the draws doubled until the smallest ESS "
-        f"over the model's reported statistics reaches {TARGET_ESS} or the run would pass "
+        "Each model of `benchmarks/user_models.py` at its benchmark size, "
+        + (
+            "every sampler that runs on it"
+            if not only
+            else "the suite's recommended kernel (`*`) and NumPyro's built-ins"
+        )
+        + f", {CHAINS} chains per sampler, warmup as long as the sampling, the draws "
+        f"doubled until the smallest ESS over the model's reported statistics reaches "
+        f"{TARGET_ESS} or the run would pass "
         f"{args.max_seconds:.0f} s (then the ESS as it is). Seconds: wall time with "
         "compilation. Ratio: ESS/s over the best built-in whose answer is right. Right: every "
         "reported statistic within 4 standard errors of the exact answer. `*`: the kernel "
@@ -213,7 +226,8 @@ def main() -> None:
     ]
     text = "\n".join(lines)
     print(text)
-    if not args.quick and not args.names and not args.samplers:
+    groups_only = set(only) <= {"recommended", "builtins"}
+    if not args.quick and not args.names and groups_only:
         write_section("user_suite", text)
     elif not args.quick:
         print("(a subset of the models: docs/benchmarks.md not written)")

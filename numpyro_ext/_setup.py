@@ -520,7 +520,15 @@ def _colouring(
             return None, None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}"
     num_colours = int(colours.max()) + 1
     if given is None and num_colours >= size:
-        return None, None, "every coordinate interacts with every other (a term over all of them)"
+        return (
+            None,
+            None,
+            (
+                "every coordinate interacts with every other (a term over all of them; a "
+                "numpyro.factor of a sum over the coordinates is one term: give the factor "
+                "its unsummed array of terms and PlateGibbs can colour them)"
+            ),
+        )
     return colours.reshape(shape), term_owners(dependence, colours), None
 
 

@@ -138,7 +138,10 @@ def test_quadrature_densities_are_the_models_own_with_the_latents_summed_out(nam
     np.testing.assert_allclose(offsets, offsets[0], atol=2e-3)
 
 
-@pytest.mark.parametrize("name, size", [("hmm", 6), ("hmm_scan", 6), ("ising", 3), ("bnn", 2)])
+@pytest.mark.parametrize(
+    "name, size",
+    [("hmm", 6), ("hmm_terms", 6), ("hmm_scan", 6), ("ising", 3), ("ising_terms", 3), ("bnn", 2)],
+)
 def test_all_discrete_answers_equal_brute_force_enumeration(name, size):
     entry = um.MODELS[name]
     data = entry.data(size)
@@ -259,17 +262,16 @@ def test_the_mixture_from_numpyros_default_start():
     check("gmm", "PlateGibbs", init=None)
 
 
-@pytest.mark.xfail(
-    reason="PlateGibbs accepts a coupled Categorical site (exact single-site table kept when "
-    "the plate check fails) and draws every coordinate at once: on the HMM the fraction of "
-    "steps that keep their state is about 0.5 against 0.80",
-    strict=True,
-)
-def test_plate_gibbs_refuses_or_samples_right_a_coupled_categorical_site():
-    try:
-        check("hmm", um.alone(nx.PlateGibbs))
-    except ValueError as error:
-        assert "not conditionally independent" in str(error)
+@pytest.mark.parametrize("name", ["hmm", "ising"])
+def test_plate_gibbs_refuses_a_site_coupled_through_one_summed_factor(name):
+    """A factor summed over the coordinates hides which of them interact: PlateGibbs refuses
+    the site, names it and says how to write the factor (its ``_terms`` twin runs)."""
+    entry = um.MODELS[name]
+    with pytest.raises(ValueError, match="not conditionally independent") as error:
+        um.run(
+            entry, um.alone(nx.PlateGibbs), entry.data(entry.sizes[0]), num_warmup=1, num_samples=1
+        )
+    assert "unsummed array of terms" in str(error.value)
 
 
 # ------------------------------------------------------------------------------------------
