@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -58,6 +59,53 @@ TARGET_ESS = 400
 KEPT_DRAWS = 4000
 
 
+PROBE_DRAWS = (25, 125)
+
+
+def probe_seconds(name: str, sampler: str, size: int, max_seconds: float) -> list[float]:
+    """Wall times of the probes (``PROBE_DRAWS`` warmup steps and draws, one chain) in this
+    process; the second is skipped when the first takes more than a quarter of
+    ``max_seconds``."""
+    entry = um.MODELS[name]
+    data = entry.data(size)
+    seconds: list[float] = []
+    for draws in PROBE_DRAWS:
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            um.run(entry, sampler, data, num_warmup=draws, num_samples=draws)
+        seconds.append(time.perf_counter() - start)
+        if seconds[0] > max_seconds / 4:
+            break
+    return seconds
+
+
+def affordable_draws(
+    entry: um.UserModel, sampler: str, size: int, chains: int, max_seconds: float
+) -> int | str:
+    """Draws per chain (warmup as many) that fit about half of ``max_seconds``, from the
+    wall time of the second probe (the first compiles; the second may compile again: an
+    overestimate of the cost of a step); at least the smaller probe. The probes run in a
+    child process stopped after ``max_seconds``: a sampler too slow for its first probe
+    gets the reason (a string) instead."""
+    command = [sys.executable, __file__, "--probe", entry.name, sampler, str(size)]
+    command += ["--max-seconds", str(max_seconds)]
+    try:
+        out = subprocess.run(
+            command, capture_output=True, text=True, timeout=max_seconds, check=True
+        )
+    except subprocess.TimeoutExpired:
+        first = PROBE_DRAWS[0]
+        return f"{first} warmup steps and draws of one chain take more than {max_seconds:.0f} s"
+    except subprocess.CalledProcessError:
+        return PROBE_DRAWS[0]  # the measured run reports the error
+    seconds = [float(v) for v in out.stdout.split()[-2:]]
+    if len(seconds) < 2 or seconds[0] > max_seconds / 4:
+        return PROBE_DRAWS[0]
+    per_step = seconds[1] / (2 * PROBE_DRAWS[1])  # at most: compilation included or cached
+    return max(PROBE_DRAWS[0], int(max_seconds / 2 / (2 * chains * per_step)))
+
+
 def measure(
     entry: um.UserModel,
     sampler: str,
@@ -67,11 +115,17 @@ def measure(
     max_seconds: float,
     chains: int,
     grow: bool,
+    size: int = 0,
 ) -> dict:
     """Run ``sampler`` (doubling the draws while the ESS is short and time allows) and
     return its row."""
     from numpyro.diagnostics import effective_sample_size
 
+    if grow:  # a slow sampler (MixedHMC at 1,000 coordinates) starts with fewer draws
+        affordable = affordable_draws(entry, sampler, size, chains, max_seconds)
+        if isinstance(affordable, str):
+            return dict(sampler=sampler, error=f"too slow: {affordable}")
+        draws = min(draws, affordable)
     while True:
         start = time.perf_counter()
         try:
@@ -145,6 +199,7 @@ def model_rows(
             max_seconds=max_seconds,
             chains=1 if quick else CHAINS,
             grow=not quick,
+            size=size,
         )
         row["label"] = um.label(entry, sampler) + (" *" if sampler == entry.recommended else "")
         row["builtin"] = sampler in entry.builtins
@@ -193,7 +248,14 @@ def main() -> None:
         help="comma-separated sampler names, or the groups 'recommended' and 'builtins' "
         "(with every model, the docs section is written naming them)",
     )
+    parser.add_argument(
+        "--probe", nargs=3, metavar=("MODEL", "SAMPLER", "SIZE"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
+    if args.probe:
+        name, sampler, size = args.probe
+        print(*probe_seconds(name, sampler, int(size), args.max_seconds))
+        return
     unknown = [n for n in args.names if n not in um.MODELS]
     if unknown:
         parser.error(f"unknown model(s) {unknown}; choose from {list(um.MODELS)}")
