@@ -379,6 +379,7 @@ class DLPSampler(Sampler):
         ("acc. prob", "accept_prob", ".2f"),
         ("step size", "step_size", ".3g"),
     )
+    windowed_domains: ClassVar[bool] = True
 
     def noise_shapes(self, sites: Sites, leaf_shapes: Sequence[tuple[int, ...]]) -> NoiseShapes:
         return NoiseShapes(dlp_noise_shapes(sites.domains, leaf_shapes))
