@@ -23,7 +23,6 @@ from numpyro.infer.gibbs import GIBBS_SITES_KWARG, conditioned, prototype_trace,
 from numpyro.infer.util import _prepare_model_for_potential, potential_energy
 
 from discrete_kernels import Sampler, Sites
-from discrete_kernels.domains import is_windowed
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
 from discrete_kernels.colouring import (
@@ -32,6 +31,7 @@ from discrete_kernels.colouring import (
     greedy_colouring,
     term_owners,
 )
+from discrete_kernels.domains import is_windowed
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
 from ._plates import (

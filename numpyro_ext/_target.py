@@ -124,8 +124,8 @@ def leaf_specs_for_potential(
             domains = treedef.flatten_up_to(domain)
         except Exception as error:
             raise ValueError(
-                "domain: give one domain (Binary(), Ordinal(S), Categorical(K), Integer()) for every "
-                "leaf, or a pytree of domains with the structure of init_params."
+                "domain: give one domain (Binary(), Ordinal(S), Categorical(K), Integer()) for "
+                "every leaf, or a pytree of domains with the structure of init_params."
             ) from error
     specs = []
     for index, d in enumerate(domains):

@@ -34,7 +34,8 @@ Values = dict  # {site name: user-facing value}
 
 SUPPORTED = (
     "Bernoulli, Binomial, Categorical, OneHotCategorical and other distributions with a "
-    "finite integer support"
+    "finite integer support; Poisson, Geometric, NegativeBinomial, GammaPoisson, "
+    "ZeroInflated* and other counts (integers >= a bound) with DMALA, DULA or ACS"
 )
 
 
@@ -87,6 +88,10 @@ def domain_of_site(name: str, site: dict) -> tuple[Domain, str]:
         bounds = integer_bounds(site)
         assert bounds is not None  # an integer interval has bounds
         return site_rules.ordinal_from_bounds(name, *bounds), GRADIENT
+    if isinstance(support, type(constraints.nonnegative_integer)):
+        # counts: Poisson, Geometric, NegativeBinomial, GammaPoisson, ZeroInflated*, ...
+        lower = torch.as_tensor(support.lower_bound).detach().cpu().numpy()
+        return site_rules.count_domain(name, lower), GRADIENT
     raise site_rules.unsupported_site_error(name, fn, SUPPORTED)
 
 
