@@ -33,6 +33,7 @@ __all__ = [
     "Ordinal",
     "as_domain",
     "domain_step_scale",
+    "as_finite",
     "is_windowed",
 ]
 
@@ -189,8 +190,29 @@ class Integer:
         """Positions of a proposal's table: ``2 window + 1``."""
         return 2 * self.window + 1
 
+    @property
+    def num_values(self) -> int:
+        """Not defined: an ``Integer`` domain has no table of all its values. Raises the
+        error a code path that enumerates values meets (the setup refuses those first)."""
+        raise ValueError(
+            f"{self!r} has no table of all its values; only DMALA, DULA and ACS (window "
+            "proposals) sample it."
+        )
+
 
 Domain = Binary | Ordinal | Categorical | Integer
+
+
+FiniteDomain = Binary | Ordinal | Categorical
+
+
+def as_finite(domain: Domain) -> FiniteDomain:
+    """``domain`` for a code path that enumerates every value of a coordinate; a windowed
+    domain raises (:attr:`Integer.num_values`)."""
+    if isinstance(domain, Integer):
+        domain.num_values  # noqa: B018 (raises, naming the domain)
+    assert not isinstance(domain, Integer)
+    return domain
 
 
 def is_windowed(domain: Domain) -> bool:

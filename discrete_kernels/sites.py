@@ -18,7 +18,7 @@ import numpy as np
 from array_api_compat import device as _device
 
 from ._xp import Array, array_namespace, log_softmax
-from .domains import MAX_NUM_VALUES, Domain, Integer, Ordinal, is_windowed
+from .domains import MAX_NUM_VALUES, Domain, Integer, Ordinal, as_finite
 from .local import local_delta
 from .validation import check_kernel_options, check_positive_array, check_site_names
 
@@ -194,7 +194,7 @@ def check_windowed_sites(
         of a coordinate (GWG, AB, Gibbs), or exact differences asked for such a site.
     """
     for name, domain, table in zip(names, domains, is_table):
-        if not is_windowed(domain):
+        if not isinstance(domain, Integer):
             continue
         support = _integer_support(domain)
         if not supports_windows:
@@ -513,8 +513,9 @@ def table_from_element_terms(log_density: Array, terms: Array, x: Array, domain:
     # g_i(x_i) by one elementwise select per value, not a masked sum over the last axis (that
     # reduction cost 4x the model's value_and_grad on XLA's CPU at N = 10^4, S = 2)
     current = terms[..., 0]
+    low = as_finite(domain).low
     for k in range(1, terms.shape[-1]):
-        current = xp.where(x == domain.low + k, terms[..., k], current)
+        current = xp.where(x == low + k, terms[..., k], current)
     return terms + (log_density - current)[..., None]
 
 
@@ -612,6 +613,7 @@ def plate_check_draws(domain: Domain, shape: Sequence[int], seed: int = 0) -> tu
     rng = np.random.default_rng(seed)
     size = int(np.prod(shape))
     chosen = rng.choice(size, min(size, PLATE_CHECKED_COORDINATES), replace=False)
+    domain = as_finite(domain)
     # per-coordinate bounds (an Ordinal's lower/upper): a state outside them has no density
     lower = getattr(domain, "lower", None)
     upper = getattr(domain, "upper", None)

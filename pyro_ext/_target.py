@@ -19,7 +19,7 @@ from torch.distributions import constraints
 
 from discrete_kernels import Binary, Categorical, Domain
 from discrete_kernels import sites as site_rules
-from discrete_kernels.domains import as_domain
+from discrete_kernels.domains import as_domain, as_finite
 from discrete_kernels.sites import (
     EXACT,
     GRADIENT,
@@ -280,6 +280,7 @@ def plate_table(
     """
     x = leaves[j]
     by_value = []
+    domain = as_finite(domain)
     for value in range(domain.low, domain.low + domain.num_values):  # S: small
         every = torch.full_like(x, value)
         by_value.append(terms(to_values(leaves[:j] + (every,) + leaves[j + 1 :])))
