@@ -4,7 +4,8 @@ Every function acts on arrays of any array-API library (numpy, jax.numpy under `
 ``vmap``, torch) and never imports a framework. Randomness and gradients come in as arrays or
 callables supplied by the adapters (:mod:`numpyro_ext`, :mod:`pyro_ext`).
 
-- the domains of a site's values: :class:`Binary`, :class:`Ordinal`, :class:`Categorical`;
+- the domains of a site's values: :class:`Binary`, :class:`Ordinal`, :class:`Categorical`,
+  :class:`Integer` (counts, proposed in a window);
 - the pieces every sampler shares (:mod:`discrete_kernels.kernel`): the chain state, the step's
   noise, parameters and statistics, and :class:`Sampler`, the spec one driver per PPL runs;
 - one namespace per sampler family: :mod:`~discrete_kernels.samplers.dlp` (DMALA, DULA),
@@ -18,7 +19,7 @@ callables supplied by the adapters (:mod:`numpyro_ext`, :mod:`pyro_ext`).
 
 from . import ebm, gradient_check, sites, warmup
 from ._xp import precise_matmul
-from .domains import Binary, Categorical, Domain, Ordinal
+from .domains import Binary, Categorical, Domain, Integer, Ordinal
 from .kernel import (
     PYTHON_CONTROL,
     ChainState,
@@ -42,6 +43,7 @@ __all__ = [
     "ControlFlow",
     "Domain",
     "NoiseShapes",
+    "Integer",
     "Ordinal",
     "Sampler",
     "Sites",

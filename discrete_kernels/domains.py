@@ -2,8 +2,14 @@
 
 A *leaf* is one array of discrete coordinates (one model site, or one leaf of a pytree in
 potential mode). Every coordinate of a leaf shares its domain. Values are stored as numbers:
-``Binary`` as 0/1, ``Ordinal`` as integers, ``Categorical`` as the index of the category
-(the one-hot form is a view the adapters may present to a potential).
+``Binary`` as 0/1, ``Ordinal`` and ``Integer`` as integers, ``Categorical`` as the index of the
+category (the one-hot form is a view the adapters may present to a potential).
+
+``Binary``, ``Ordinal`` and ``Categorical`` are finite: a proposal builds a table over every
+value of a coordinate. ``Integer`` (counts: Poisson, negative binomial, ...; or an interval too
+wide for a table) is *windowed*: a proposal's table holds the ``2 w + 1`` values
+``x_i - w .. x_i + w`` around each coordinate's current value (App. C of the DLP paper), those
+outside the support masked.
 """
 
 from __future__ import annotations
@@ -23,9 +29,12 @@ __all__ = [
     "Binary",
     "Categorical",
     "Domain",
+    "Integer",
     "Ordinal",
     "as_domain",
     "domain_step_scale",
+    "as_finite",
+    "is_windowed",
 ]
 
 MAX_NUM_VALUES = 2**20
@@ -132,7 +141,84 @@ class Categorical:
         return 0
 
 
-Domain = Binary | Ordinal | Categorical
+@dataclass(frozen=True)
+class Integer:
+    """Integer coordinates without a value table: ``low <= x <= high``, either end open.
+
+    The DLP proposes each coordinate inside the window ``x_i - window .. x_i + window``
+    intersected with the support (App. C of the DLP paper), so the support may be infinite
+    (counts) or too wide for :class:`Ordinal`'s table over all values. The table positions
+    ``0 .. 2 window`` stand for the moves ``-window .. window``; the current value sits at
+    position ``window``.
+
+    Parameters
+    ----------
+    low : int or None
+        Smallest value (0 for counts); None: unbounded below.
+    high : int or None
+        Largest value; None: unbounded above.
+    window : int
+        Half-width ``w >= 1`` of the proposal window.
+    """
+
+    low: int | None = 0
+    high: int | None = None
+    window: int = 1
+
+    def __post_init__(self) -> None:
+        for what, bound in (("low", self.low), ("high", self.high)):
+            if bound is not None and not _is_integer(bound):
+                raise ValueError(f"Integer({what}={bound!r}): {what} must be an integer or None.")
+        if not _is_integer(self.window) or self.window < 1:
+            raise ValueError(f"Integer(window={self.window!r}): window must be an integer >= 1.")
+        if self.window > MAX_NUM_VALUES // 2:
+            raise ValueError(
+                f"Integer(window={self.window}): at most {MAX_NUM_VALUES // 2} (a step builds a "
+                "table over the window)."
+            )
+        if self.low is not None and self.high is not None and int(self.high) <= int(self.low):
+            raise ValueError(
+                f"Integer(low={self.low}, high={self.high}): high must exceed low (a single "
+                "value leaves nothing to sample)."
+            )
+        for what in ("low", "high", "window"):
+            value = getattr(self, what)
+            object.__setattr__(self, what, None if value is None else int(value))
+
+    @property
+    def table_size(self) -> int:
+        """Positions of a proposal's table: ``2 window + 1``."""
+        return 2 * self.window + 1
+
+    @property
+    def num_values(self) -> int:
+        """Not defined: an ``Integer`` domain has no table of all its values. Raises the
+        error a code path that enumerates values meets (the setup refuses those first)."""
+        raise ValueError(
+            f"{self!r} has no table of all its values; only DMALA, DULA and ACS (window "
+            "proposals) sample it."
+        )
+
+
+Domain = Binary | Ordinal | Categorical | Integer
+
+
+FiniteDomain = Binary | Ordinal | Categorical
+
+
+def as_finite(domain: Domain) -> FiniteDomain:
+    """``domain`` for a code path that enumerates every value of a coordinate; a windowed
+    domain raises (:attr:`Integer.num_values`)."""
+    if isinstance(domain, Integer):
+        domain.num_values  # noqa: B018 (raises, naming the domain)
+    assert not isinstance(domain, Integer)
+    return domain
+
+
+def is_windowed(domain: Domain) -> bool:
+    """Whether a domain's proposal table is a window around the current value
+    (:class:`Integer`) rather than every value of the domain."""
+    return isinstance(domain, Integer)
 
 
 def _is_integer(value: Any) -> bool:
@@ -148,21 +234,24 @@ def _is_integer(value: Any) -> bool:
 
 def as_domain(domain: Any, where: str = "domain") -> Domain:
     """Validate a domain description, naming ``where`` in the error."""
-    if isinstance(domain, (Binary, Ordinal, Categorical)):
+    if isinstance(domain, (Binary, Ordinal, Categorical, Integer)):
         return domain
     raise TypeError(
-        f"{where}: expected Binary(), Ordinal(num_values, low=0) or Categorical(num_values), "
-        f"got {domain!r}."
+        f"{where}: expected Binary(), Ordinal(num_values, low=0), Categorical(num_values) or "
+        f"Integer(low=0, high=None, window=1), got {domain!r}."
     )
 
 
 def domain_step_scale(domains) -> float:
     """Largest useful DLP step size the domains suggest: ``(S - 1)^2`` for an ordinal leaf
     with ``S`` values (a move across the whole range is then one standard deviation of the
-    proposal's quadratic term), 0 for binary and categorical leaves (every move has squared
-    length 1 or 2, so ``alpha`` beyond a few units changes nothing)."""
+    proposal's quadratic term), ``window^2`` for an :class:`Integer` leaf (the same for its
+    window), 0 for binary and categorical leaves (every move has squared length 1 or 2, so
+    ``alpha`` beyond a few units changes nothing)."""
     scale = 0.0
     for domain in domains:
         if isinstance(domain, Ordinal):
             scale = max(scale, float(domain.num_values - 1) ** 2)
+        elif isinstance(domain, Integer):
+            scale = max(scale, float(domain.window) ** 2)
     return scale

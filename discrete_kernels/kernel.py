@@ -34,6 +34,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from ._xp import Array, array_namespace, python_loop
 from .domains import Domain
+from .sites import check_windowed_sites
 from .validation import check_exact_table_memory
 
 #: the ``mode`` of a leaf record whose table is evaluated at every single-coordinate change
@@ -331,6 +332,9 @@ class Sampler:
     - **needs_plate_tables** - whether every leaf must be conditionally independent in its
       coordinates with its exact table as local information (the drivers verify it at setup
       and refuse a site that is not, with the reason).
+    - **windowed_domains** - whether the step samples windowed leaves
+      (:class:`~discrete_kernels.Integer`: counts, proposed around the current value); the
+      others are refused at setup with the kernels that do.
     """
 
     name: ClassVar[str] = "sampler"
@@ -340,6 +344,7 @@ class Sampler:
     site_options: ClassVar[tuple[str, ...]] = ("exact_sites",)
     uses_locals: ClassVar[bool] = True
     needs_plate_tables: ClassVar[bool] = False
+    windowed_domains: ClassVar[bool] = False
 
     @property
     def auto_exact(self) -> bool:
@@ -354,6 +359,9 @@ class Sampler:
         (:func:`discrete_kernels.validation.check_exact_table_memory`); a subclass that
         adds checks calls it first (``super().check_sites(sites, flat_dim)``).
         """
+        check_windowed_sites(
+            self.name, self.windowed_domains, sites.names, sites.domains, sites.is_table
+        )
         if self.uses_locals:
             check_exact_table_memory(self.name, sites)
 

@@ -18,7 +18,7 @@ import numpy as np
 from array_api_compat import device as _device
 
 from ._xp import Array, array_namespace, log_softmax
-from .domains import MAX_NUM_VALUES, Domain, Ordinal
+from .domains import MAX_NUM_VALUES, Domain, Integer, Ordinal, as_finite
 from .local import local_delta
 from .validation import check_kernel_options, check_positive_array, check_site_names
 
@@ -42,6 +42,8 @@ __all__ = [
     "SiteOptions",
     "auto_exact_message",
     "check_discrete_sites",
+    "check_windowed_sites",
+    "count_domain",
     "check_leaf_size",
     "check_preconditioners",
     "first_order_error_at",
@@ -124,24 +126,98 @@ def unwrap_support(support: Any) -> Any:
     return support
 
 
-def ordinal_from_bounds(name: str, lower: np.ndarray, upper: np.ndarray) -> Ordinal:
-    """The ordinal domain of an integer-interval site with (possibly per-coordinate) bounds."""
+def ordinal_from_bounds(name: str, lower: np.ndarray, upper: np.ndarray) -> Ordinal | Integer:
+    """The domain of an integer-interval site with (possibly per-coordinate) bounds: an
+    :class:`Ordinal` (a table over every value), or an :class:`Integer` window domain when the
+    interval holds more than ``MAX_NUM_VALUES`` values (e.g. ``DiscreteUniform(0, 10**9)``).
+
+    Bounds are read as Python integers (no fixed-width arithmetic), so wide intervals do not
+    overflow."""
     lower, upper = np.asarray(lower), np.asarray(upper)
     low, high = int(lower.min()), int(upper.max())
     if high <= low:
         raise ValueError(f"Site '{name}' has a single value; nothing to sample.")
-    if high - low + 1 > MAX_NUM_VALUES:
-        raise ValueError(
-            f"Site '{name}' takes {high - low + 1} values ({low} .. {high}); these kernels build "
-            f"a table over all values of a coordinate and allow at most {MAX_NUM_VALUES}."
-        )
     uniform = lower.min() == lower.max() and upper.min() == upper.max()
+    if high - low + 1 > MAX_NUM_VALUES:
+        if not uniform:
+            raise ValueError(
+                f"Site '{name}' takes up to {high - low + 1} values ({low} .. {high}) with "
+                "bounds that differ between its coordinates; a table over all values allows at "
+                f"most {MAX_NUM_VALUES}, and the window proposal of wide intervals needs the "
+                "same bounds for every coordinate. Split the site, or give every coordinate "
+                "the same bounds."
+            )
+        return Integer(low, high)
     return Ordinal(
         high - low + 1,
         low,
         lower=None if uniform else lower,
         upper=None if uniform else upper,
     )
+
+
+def count_domain(name: str, lower: Any) -> Integer:
+    """The :class:`Integer` domain of a site whose support is the integers ``>= lower``
+    (Poisson, geometric, negative binomial, ... counts); per-coordinate lower bounds are
+    read as their minimum (a proposal below a coordinate's own bound has zero density and is
+    rejected)."""
+    bound = np.asarray(lower)
+    if bound.size == 0 or not np.all(np.isfinite(bound)):
+        raise ValueError(f"Site '{name}': its lower bound {bound!r} is not a finite integer.")
+    return Integer(int(bound.min()), None)
+
+
+WINDOWED_SAMPLERS = "DMALA, DULA or ACS"
+"""The kernels that sample a windowed (:class:`Integer`) site, for messages."""
+
+
+def check_windowed_sites(
+    owner: str,
+    supports_windows: bool,
+    names: Sequence[Any],
+    domains: Sequence[Domain],
+    is_table: Sequence[bool],
+) -> None:
+    """Refuse windowed (:class:`Integer`) sites that a kernel cannot sample.
+
+    Parameters
+    ----------
+    owner : the kernel's name
+    supports_windows : whether its proposal handles a window around the current value
+        (the DLP family)
+    names, domains, is_table : per leaf
+
+    Raises
+    ------
+    ValueError
+        Naming the kernel, the site and what to use instead: a kernel that needs every value
+        of a coordinate (GWG, AB, Gibbs), or exact differences asked for such a site.
+    """
+    for name, domain, table in zip(names, domains, is_table):
+        if not isinstance(domain, Integer):
+            continue
+        support = _integer_support(domain)
+        if not supports_windows:
+            raise ValueError(
+                f"{owner} cannot sample site {name!r}: its values are {support}, with no table "
+                f"of all values for {owner} to enumerate. Sample it with {WINDOWED_SAMPLERS} "
+                "(they propose in a window around the current value), alone or as a Gibbs "
+                f"block next to {owner} for the other sites."
+            )
+        if table:
+            raise ValueError(
+                f"{owner}: site {name!r} takes {support}; exact differences would enumerate "
+                "every value of a coordinate. Leave it out of exact_sites: its gradient drives "
+                "a proposal in a window around the current value."
+            )
+
+
+def _integer_support(domain: Integer) -> str:
+    low = "-inf" if domain.low is None else str(domain.low)
+    high = "inf" if domain.high is None else str(domain.high)
+    if domain.high is None and domain.low is not None:
+        return f"the integers >= {low}"
+    return f"integers in [{low}, {high}]"
 
 
 def check_leaf_size(name: Any, shape: Sequence[int]) -> None:
@@ -437,8 +513,9 @@ def table_from_element_terms(log_density: Array, terms: Array, x: Array, domain:
     # g_i(x_i) by one elementwise select per value, not a masked sum over the last axis (that
     # reduction cost 4x the model's value_and_grad on XLA's CPU at N = 10^4, S = 2)
     current = terms[..., 0]
+    low = as_finite(domain).low
     for k in range(1, terms.shape[-1]):
-        current = xp.where(x == domain.low + k, terms[..., k], current)
+        current = xp.where(x == low + k, terms[..., k], current)
     return terms + (log_density - current)[..., None]
 
 
@@ -465,7 +542,8 @@ def plate_dims_of(
     Returns
     -------
     ``({plate name: dim}, None)`` when every dimension of size > 1 is a plate of its size
-    (``({}, None)`` for a single coordinate: its table is its whole conditional), else ``({}, reason)`` with the reason in words.
+    (``({}, None)`` for a single coordinate: its table is its whole conditional), else
+    ``({}, reason)`` with the reason in words.
     """
     if tuple(event_shape):
         return {}, "its coordinates are one event (an event shape, e.g. .to_event)"
@@ -535,6 +613,7 @@ def plate_check_draws(domain: Domain, shape: Sequence[int], seed: int = 0) -> tu
     rng = np.random.default_rng(seed)
     size = int(np.prod(shape))
     chosen = rng.choice(size, min(size, PLATE_CHECKED_COORDINATES), replace=False)
+    domain = as_finite(domain)
     # per-coordinate bounds (an Ordinal's lower/upper): a state outside them has no density
     lower = getattr(domain, "lower", None)
     upper = getattr(domain, "upper", None)

@@ -16,7 +16,7 @@ import numpy as np
 from array_api_compat import device as _device
 
 from ._xp import Array, array_namespace
-from .domains import MAX_NUM_VALUES, Binary, Categorical, Domain
+from .domains import MAX_NUM_VALUES, Binary, Categorical, Domain, Integer
 
 __all__ = [
     "MAX_EXACT_TABLE_BYTES",
@@ -287,6 +287,14 @@ def check_start_value(
 def _support(domain: Domain) -> str:
     if isinstance(domain, Binary):
         return "0 or 1"
+    if isinstance(domain, Integer):
+        if domain.high is None:
+            return "integers" if domain.low is None else f"integers >= {domain.low}"
+        return (
+            f"integers <= {domain.high}"
+            if domain.low is None
+            else (f"integers {domain.low} .. {domain.high}")
+        )
     if isinstance(domain, Categorical):
         return f"categories 0 .. {domain.num_values - 1}"
     if domain.lower is not None or domain.upper is not None:
@@ -301,6 +309,11 @@ def _bounds(domain: Domain, like: Array, event_shape: tuple, batch_ndim: int):
         return 0, 1
     if isinstance(domain, Categorical):
         return 0, domain.num_values - 1
+    if isinstance(domain, Integer):
+        return (
+            -math.inf if domain.low is None else domain.low,
+            math.inf if domain.high is None else domain.high,
+        )
     lower = domain.low if domain.lower is None else domain.lower
     upper = domain.high if domain.upper is None else domain.upper
     device = _device(like)

@@ -4,7 +4,7 @@
 >>> mcmc = MCMC(nx.DMALA(model), num_warmup=1000, num_samples=2000)  # doctest: +SKIP
 """
 
-from discrete_kernels.domains import Binary, Categorical, Ordinal
+from discrete_kernels.domains import Binary, Categorical, Integer, Ordinal
 
 from .arviz import gibbs_fields, to_arviz
 from .driver import DiscreteKernel, DiscreteState
@@ -23,6 +23,7 @@ __all__ = [
     "DiscreteKernel",
     "DiscreteState",
     "ESHState",
+    "Integer",
     "JarzynskiResult",
     "Ordinal",
     "PlateGibbs",

@@ -31,6 +31,7 @@ from discrete_kernels.colouring import (
     greedy_colouring,
     term_owners,
 )
+from discrete_kernels.domains import is_windowed
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
 from ._plates import (
@@ -254,6 +255,13 @@ def setup_model(
             "distributions and parameters."
         ) from error
     leaves = leaf_specs_for_model(owner, model_trace, options.exact_names)
+    site_rules.check_windowed_sites(
+        owner,
+        sampler.windowed_domains,
+        [s.name for s in leaves],
+        [s.domain for s in leaves],
+        [s.is_table for s in leaves],
+    )
     site_shapes = {s.name: tuple(jnp.shape(model_trace[s.name]["value"])) for s in leaves}
     site_dtypes = {s.name: jnp.result_type(model_trace[s.name]["value"]) for s in leaves}
     for name, shape in site_shapes.items():
@@ -551,7 +559,10 @@ def _switch_badly_estimated_sites(
         return specs  # traced start (parallel chains): no concrete values to judge by
     log_density = setup.log_density_fn(model_args, model_kwargs)
     names = setup.names
-    gradient_sites = [j for j, s in enumerate(specs) if s.mode == GRADIENT]
+    # a windowed (count) site has no table of all values to compare with: it keeps its gradient
+    gradient_sites = [
+        j for j, s in enumerate(specs) if s.mode == GRADIENT and not is_windowed(s.domain)
+    ]
     if not gradient_sites:
         return specs
     chosen = {j: list(range(min(leaves[j].size, 16))) for j in gradient_sites}
@@ -651,7 +662,7 @@ def _switch_index_sites(
     to exact differences."""
     failing = []
     for j, spec in enumerate(specs):
-        if spec.mode != GRADIENT:
+        if spec.mode != GRADIENT or is_windowed(spec.domain):
             continue
         alone = [
             s if k == j or s.mode != GRADIENT else LeafSpec(s.name, s.domain, EXACT)

@@ -16,7 +16,7 @@ import numpy as np
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
-from discrete_kernels import Binary, Categorical, Domain, Ordinal
+from discrete_kernels import Binary, Categorical, Domain, Integer, Ordinal
 from discrete_kernels.domains import as_domain
 from discrete_kernels.sites import (
     EXACT,
@@ -25,6 +25,7 @@ from discrete_kernels.sites import (
     PLATE,
     LeafSpec,
     check_discrete_sites,
+    count_domain,
     ordinal_from_bounds,
     single_site_substitutions,
     table_from_element_terms,
@@ -35,7 +36,8 @@ from discrete_kernels.sites import (
 
 SUPPORTED = (
     "Bernoulli, Binomial, BetaBinomial, Categorical, DiscreteUniform and other "
-    "distributions with a finite integer support"
+    "distributions with a finite integer support; Poisson, Geometric, NegativeBinomial, "
+    "GammaPoisson, ZeroInflated* and other counts (integers >= a bound) with DMALA, DULA or ACS"
 )
 
 
@@ -72,6 +74,10 @@ def domain_of_site(name: str, site: dict) -> Domain:
         lower = _static(support.lower_bound, name, "lower bound")
         upper = _static(support.upper_bound, name, "upper bound")
         return ordinal_from_bounds(name, lower, upper)
+    if isinstance(support, type(constraints.integer_greater_than(0))):
+        # counts (Poisson, Geometric, NegativeBinomial*, GammaPoisson, ZeroInflated*, ...):
+        # nonnegative_integer and positive_integer are subclasses
+        return count_domain(name, _static(support.lower_bound, name, "lower bound"))
     raise unsupported_site_error(name, fn, SUPPORTED)
 
 
@@ -111,15 +117,15 @@ def leaf_specs_for_potential(
     """Leaf specs in potential mode from one domain for all leaves or a matching pytree;
     ``names`` (optional) are the leaves' names in messages (the keys of a dict of arrays),
     their indices otherwise."""
-    if isinstance(domain, (Binary, Ordinal, Categorical)):
+    if isinstance(domain, (Binary, Ordinal, Categorical, Integer)):
         domains = [domain] * num_leaves
     else:
         try:
             domains = treedef.flatten_up_to(domain)
         except Exception as error:
             raise ValueError(
-                "domain: give one domain (Binary(), Ordinal(S), Categorical(K)) for every "
-                "leaf, or a pytree of domains with the structure of init_params."
+                "domain: give one domain (Binary(), Ordinal(S), Categorical(K), Integer()) for "
+                "every leaf, or a pytree of domains with the structure of init_params."
             ) from error
     specs = []
     for index, d in enumerate(domains):

@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from discrete_kernels import gradient_check as gc
-from discrete_kernels.domains import Domain, Ordinal
+from discrete_kernels.domains import Domain, Ordinal, is_windowed
 from discrete_kernels.sites import (
     AUTO_EXACT_BUDGET,
     EXACT,
@@ -114,7 +114,8 @@ def plan_warmup_check(
     structural: dict,
     verify_plates: Callable[[list[str]], dict],
 ) -> WarmupCheck | None:
-    """The watched leaves: every gradient leaf left by ``exact_sites="auto"`` at setup.
+    """The watched leaves: every gradient leaf left by ``exact_sites="auto"`` at setup (but
+    windowed leaves: no table of all their values exists).
 
     Parameters
     ----------
@@ -126,7 +127,10 @@ def plan_warmup_check(
     -------
     WarmupCheck, or None when no leaf is watched.
     """
-    candidates = [j for j, s in enumerate(leaves) if s.mode == GRADIENT]
+    # a windowed (count) leaf has no table of all values to check its gradient against
+    candidates = [
+        j for j, s in enumerate(leaves) if s.mode == GRADIENT and not is_windowed(s.domain)
+    ]
     if not candidates:
         return None
     sizes = {j: math.prod(leaf_shapes[j]) for j in candidates}

@@ -5,7 +5,7 @@
 >>> idata = px.to_arviz(mcmc)  # doctest: +SKIP
 """
 
-from discrete_kernels.domains import Binary, Categorical, Ordinal
+from discrete_kernels.domains import Binary, Categorical, Integer, Ordinal
 
 from ._target import discrete_sites
 from .arviz import to_arviz
@@ -26,6 +26,7 @@ __all__ = [
     "DiscreteGibbs",
     "DiscreteKernel",
     "Gibbs",
+    "Integer",
     "Ordinal",
     "PlateGibbs",
     "discrete_sites",

@@ -19,6 +19,7 @@ from pyro.poutine.util import site_is_subsample
 from discrete_kernels import ChainState, Sampler, Sites
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
+from discrete_kernels.domains import is_windowed
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
 from ._diagnose import nonfinite_terms
@@ -203,6 +204,13 @@ def setup_model(
     model_trace = trace_model(model, args, kwargs)
     check_model_trace(owner, model_trace)
     leaves = leaf_specs_for_model(owner, model_trace, options.exact_names)
+    site_rules.check_windowed_sites(
+        owner,
+        sampler.windowed_domains,
+        [s.name for s in leaves],
+        [s.domain for s in leaves],
+        [s.is_table for s in leaves],
+    )
     checks.check_site_names("initial_params", given, [s.name for s in leaves])
     start = {}
     for spec in leaves:
@@ -332,7 +340,7 @@ def _switch_badly_estimated_sites(
         values = {s.name: to_user(s, x) for s, x in zip(specs, leaves)}
         errors: list[Any] = [None] * len(specs)
         for j, spec in enumerate(specs):
-            if spec.mode != GRADIENT:
+            if spec.mode != GRADIENT or is_windowed(spec.domain):  # no table of all values
                 continue
             x = leaves[j]
             chosen = list(range(min(x.numel(), 16)))

@@ -19,7 +19,7 @@ from torch.distributions import constraints
 
 from discrete_kernels import Binary, Categorical, Domain
 from discrete_kernels import sites as site_rules
-from discrete_kernels.domains import as_domain
+from discrete_kernels.domains import as_domain, as_finite
 from discrete_kernels.sites import (
     EXACT,
     GRADIENT,
@@ -34,7 +34,8 @@ Values = dict  # {site name: user-facing value}
 
 SUPPORTED = (
     "Bernoulli, Binomial, Categorical, OneHotCategorical and other distributions with a "
-    "finite integer support"
+    "finite integer support; Poisson, Geometric, NegativeBinomial, GammaPoisson, "
+    "ZeroInflated* and other counts (integers >= a bound) with DMALA, DULA or ACS"
 )
 
 
@@ -87,6 +88,10 @@ def domain_of_site(name: str, site: dict) -> tuple[Domain, str]:
         bounds = integer_bounds(site)
         assert bounds is not None  # an integer interval has bounds
         return site_rules.ordinal_from_bounds(name, *bounds), GRADIENT
+    if isinstance(support, type(constraints.nonnegative_integer)):
+        # counts: Poisson, Geometric, NegativeBinomial, GammaPoisson, ZeroInflated*, ...
+        lower = torch.as_tensor(support.lower_bound).detach().cpu().numpy()
+        return site_rules.count_domain(name, lower), GRADIENT
     raise site_rules.unsupported_site_error(name, fn, SUPPORTED)
 
 
@@ -275,6 +280,7 @@ def plate_table(
     """
     x = leaves[j]
     by_value = []
+    domain = as_finite(domain)
     for value in range(domain.low, domain.low + domain.num_values):  # S: small
         every = torch.full_like(x, value)
         by_value.append(terms(to_values(leaves[:j] + (every,) + leaves[j + 1 :])))

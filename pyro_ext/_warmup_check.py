@@ -21,7 +21,7 @@ import torch
 
 from discrete_kernels import ChainState, Sites
 from discrete_kernels import gradient_check as gc
-from discrete_kernels.domains import Ordinal
+from discrete_kernels.domains import Ordinal, is_windowed
 from discrete_kernels.sites import (
     AUTO_EXACT_BUDGET,
     EXACT,
@@ -71,7 +71,7 @@ class WarmupCheck:
         self.schedule = gc.check_schedule(num_warmup)
         self.watched = []
         for j, spec in enumerate(leaves):
-            if spec.mode != GRADIENT:
+            if spec.mode != GRADIENT or is_windowed(spec.domain):  # no table of all values
                 continue
             size = int(start.x[j].numel())
             evaluations = size * spec.domain.num_values

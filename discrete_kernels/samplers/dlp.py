@@ -4,7 +4,11 @@ Every coordinate of every leaf is proposed in parallel from
 ``q_i(v) ∝ exp(balance * delta[i, v] - dist2(x_i, v) / (2 * step_size))`` (Eq. 3 with the
 locally balanced weight ``balance = 1/2``, the reference code's "temperature 2"), with
 ``delta`` the local differences of :mod:`discrete_kernels.local`. DMALA corrects the move by
-MH with the reverse proposal evaluated at the proposal; DULA moves without. One
+MH with the reverse proposal evaluated at the proposal; DULA moves without. A windowed leaf
+(:class:`~discrete_kernels.Integer`, App. C of the paper) takes ``v`` in the window
+``x_i - w .. x_i + w`` intersected with its support; the reverse proposal then uses the window
+around the proposal, truncated at the support's ends, and each side is normalised over its own
+window. One
 ``value_and_grad`` per step: the current log density and locals are cached in the chain.
 """
 
@@ -25,7 +29,7 @@ from .._xp import (
     masked_sum,
     sigmoid,
 )
-from ..domains import Binary, Domain, domain_step_scale
+from ..domains import Binary, Domain, domain_step_scale, is_windowed
 from ..kernel import (
     ChainState,
     ControlFlow,
@@ -41,6 +45,8 @@ from ..kernel import (
 )
 from ..local import (
     as_float,
+    candidate_mask,
+    candidate_value,
     current_mask,
     finite_local,
     local_delta,
@@ -88,7 +94,8 @@ def dlp_leaf_logits(
     ``logit[i, v] = balance * delta[i, v] - dist2(x_i, v) / (2 * step_size * preconditioner_i)``.
     For a ``Binary`` leaf the closed form is returned instead: the flip logit of each
     coordinate, ``balance * delta_flip - 1 / (2 * step_size * preconditioner)``, so that the
-    flip probability is ``sigmoid(logit)``.
+    flip probability is ``sigmoid(logit)``. For a windowed leaf (``Integer``) ``v`` runs over
+    the window ``x_i - w .. x_i + w`` (``S = 2 w + 1``), ``-inf`` outside the support.
 
     Parameters
     ----------
@@ -122,7 +129,7 @@ def dlp_leaf_logits(
     dist2 = squared_distance(domain, x, local)
     scale = xp.asarray(scale, dtype=local.dtype, device=_device(local))
     logits = balance * delta - dist2 / (2.0 * scale[..., None] if scale.ndim else 2.0 * scale)
-    return mask_invalid(domain, logits)
+    return mask_invalid(domain, logits, x)
 
 
 def dlp_noise_shapes(
@@ -154,8 +161,7 @@ def dlp_leaf_sample(domain: Domain, x: Array, logits: Array, uniform: Array) -> 
         # log_sigmoid of dlp_leaf_log_prob under jit
         flip = uniform < sigmoid(logits)
         return xp.where(flip, 1 - x, x)
-    index = categorical_from_uniform(logits, uniform)
-    return xp.astype(index + domain.low, x.dtype)
+    return candidate_value(domain, x, categorical_from_uniform(logits, uniform))
 
 
 def dlp_leaf_log_prob(domain: Domain, x: Array, y: Array, logits: Array) -> Array:
@@ -172,14 +178,19 @@ def dlp_leaf_log_prob(domain: Domain, x: Array, y: Array, logits: Array) -> Arra
     Returns
     -------
     scalar array
+        ``-inf`` when some ``y_i`` is outside the window of a windowed leaf.
     """
     xp = array_namespace(logits)
     if isinstance(domain, Binary):
         # log sigmoid(-l) = log sigmoid(l) - l: one transcendental pass, shared with sampling
         log_flip = log_sigmoid(logits)
         return xp.sum(xp.where(y != x, log_flip, log_flip - logits))
-    chosen = current_mask(domain, y, logits)
-    return xp.sum(masked_sum(chosen, log_softmax(logits)))
+    chosen = candidate_mask(domain, x, y, logits)
+    per_coordinate = masked_sum(chosen, log_softmax(logits))
+    if is_windowed(domain):
+        inside = xp.any(chosen, axis=-1)
+        per_coordinate = xp.where(inside, per_coordinate, xp.full_like(per_coordinate, -xp.inf))
+    return xp.sum(per_coordinate)
 
 
 def _per_leaf(value: Any, n: int, default: float) -> tuple:
@@ -368,6 +379,7 @@ class DLPSampler(Sampler):
         ("acc. prob", "accept_prob", ".2f"),
         ("step size", "step_size", ".3g"),
     )
+    windowed_domains: ClassVar[bool] = True
 
     def noise_shapes(self, sites: Sites, leaf_shapes: Sequence[tuple[int, ...]]) -> NoiseShapes:
         return NoiseShapes(dlp_noise_shapes(sites.domains, leaf_shapes))

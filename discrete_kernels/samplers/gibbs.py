@@ -22,7 +22,7 @@ from typing import ClassVar
 from array_api_compat import device as _device
 
 from .._xp import Array, array_namespace, categorical_from_uniform, logsumexp, masked_sum
-from ..domains import Domain, Ordinal
+from ..domains import Domain, Ordinal, as_finite
 from ..kernel import (
     ChainState,
     ControlFlow,
@@ -192,7 +192,7 @@ def gibbs_sweep(
     accept_probs, changed = [], 0
     for position, c in enumerate(order):
         j, k = coordinates[int(c)]
-        domain, x = domains[j], leaves[j]
+        domain, x = as_finite(domains[j]), leaves[j]
         flat = xp.reshape(x, (-1,))
         current = int(flat[k]) - domain.low
         weights = []

@@ -197,6 +197,9 @@ class GWG(DLPSampler):
 
     step_size: float | None = None
     name: ClassVar[str] = "GWG"
+    # its move table spans every value of every coordinate; counts need a window per
+    # coordinate and a reverse table around the proposal (not built: DMALA does this)
+    windowed_domains: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         if self.step_size is not None:
