@@ -497,7 +497,16 @@ class DiscreteKernel(MCMCKernel):
         )
 
     def refresh(self, state: Any, model_args, model_kwargs) -> Any:
-        """Recompute the cached log density and locals for new conditioning values."""
+        """Recompute the cached log density and locals for new conditioning values.
+
+        Outside a trace (``numpyro.infer.Gibbs.init`` calls it eagerly) the work runs as one
+        compiled function: run op by op, a plate table's evaluations compile one small
+        program each (4.8 s of a 500-site occupancy model's setup)."""
+        if not isinstance(state.potential_energy, jax.core.Tracer):
+            return jax.jit(lambda s: self._refresh(s, model_args, model_kwargs))(state)
+        return self._refresh(state, model_args, model_kwargs)
+
+    def _refresh(self, state: Any, model_args, model_kwargs) -> Any:
         if self._sample_fn is not None and state.i.ndim:
             exact = self._shared_exact(state, True)
             return jax.vmap(self._refresh_one, in_axes=(0, None, None, None))(
