@@ -142,8 +142,12 @@ class PlateGibbs(Sampler):
                 "must be conditionally independent in its coordinates."
             )
         single = sites.single_site_tables or (False,) * len(sites.names)
-        coupled = [n for n, t in zip(sites.names, single) if t]
-        if coupled:  # a single-site table's rows are not a joint conditional of the site
+        coupled = [
+            n for j, (n, t) in enumerate(zip(sites.names, single)) if t and sites.colouring(j) is None
+        ]
+        # a single-site table's rows are not a joint conditional of the site; those of one
+        # colour of a colouring the setup verified are
+        if coupled:
             raise ValueError(
                 f"{self.name}: sites {coupled} are not conditionally independent in their "
                 "coordinates (nor in colour blocks); sample them with another kernel."
