@@ -183,9 +183,9 @@ def table_interaction_graph(
     with np.errstate(invalid="ignore", divide="ignore"):
         before = _log_conditional(tables)[:, None]  # (P, 1, N, S)
         after = _log_conditional(moved)  # (P, N, N, S)
-        allowed = TABLE_DEPENDENCE_TOLERANCE * (1.0 + np.abs(before)) + TABLE_ROUNDING_ULPS * eps * (
-            1.0 + scale[:, None, None, None]
-        )
+        allowed = TABLE_DEPENDENCE_TOLERANCE * (
+            1.0 + np.abs(before)
+        ) + TABLE_ROUNDING_ULPS * eps * (1.0 + scale[:, None, None, None])
         same = (
             (before == after)
             | (np.abs(after - before) <= allowed)

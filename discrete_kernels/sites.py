@@ -465,7 +465,8 @@ def plate_dims_of(
     Returns
     -------
     ``({plate name: dim}, None)`` when every dimension of size > 1 is a plate of its size
-    (``({}, None)`` for a single coordinate: its table is its whole conditional), else ``({}, reason)`` with the reason in words.
+    (``({}, None)`` for a single coordinate: its table is its whole conditional), else
+    ``({}, reason)`` with the reason in words.
     """
     if tuple(event_shape):
         return {}, "its coordinates are one event (an event shape, e.g. .to_event)"

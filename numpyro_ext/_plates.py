@@ -257,7 +257,8 @@ def probe_tables(
         return table(point), moved, log_density(point)
 
     results = [probe(point) for point in points]
-    return tuple(np.stack([np.asarray(r[i]) for r in results]) for i in range(3))  # type: ignore[return-value]
+    tables, moved, f = (np.stack([np.asarray(r[i]) for r in results]) for i in range(3))
+    return tables, moved, f
 
 
 def verify_plate_table(

@@ -549,7 +549,9 @@ def _colouring(
     return colours.reshape(shape), term_owners(dependence, colours), None
 
 
-def _given_colours(spec: LeafSpec, shape: tuple, given: Any) -> tuple[np.ndarray | None, str | None]:
+def _given_colours(
+    spec: LeafSpec, shape: tuple, given: Any
+) -> tuple[np.ndarray | None, str | None]:
     """The user's ``blocks`` entry for a leaf of ``shape``, flat, or the reason it is not an
     integer array of that shape."""
     colours = np.asarray(given)
