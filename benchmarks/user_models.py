@@ -1380,9 +1380,11 @@ def dawid_skene_exact(data: tuple) -> Answer:
 #: the library's kernels per model family. Each model's ``recommended=`` below is the best
 #: kernel of the library today (measured by ``benchmarks/user_suite.py``): PlateGibbs where
 #: the discrete sites are in plates; on coupled sites the gradient kernel that measured best.
-#: PlateGibbs also applies to chains, lattices and ``scan`` models whose terms say which
-#: coordinates they involve (it colours them); a model that sums its interactions into one
-#: ``factor`` (hmm, ising) hides that, and its ``_terms`` twin shows the rewrite.
+#: PlateGibbs also applies to chains, lattices and ``scan`` models: it colours them from
+#: the terms each coordinate changes, or, where a model sums its interactions into one
+#: ``factor`` (hmm, ising), from the site's single-site exact tables (a sweep then costs
+#: ``C x N x S`` evaluations, vmapped, instead of ``C^2 x S``: the ``_terms`` twins show the
+#: cheaper rewrite).
 PLATE_MIXED = library_kernels(mixed=True, plate=True)
 PLATE_DISCRETE = library_kernels(mixed=False, plate=True)
 COUPLED_MIXED = library_kernels(mixed=True, plate=False)
@@ -1427,8 +1429,8 @@ MODELS: dict[str, UserModel] = {
             hmm_exact,
             hmm_statistics,
             sizes=(30, 100),
-            kernels=COUPLED_DISCRETE,
-            recommended="AB",
+            kernels=PLATE_DISCRETE,
+            recommended="PlateGibbs",
             builtins=DISCRETE_BUILTINS,
         ),
         UserModel(
@@ -1563,8 +1565,8 @@ MODELS: dict[str, UserModel] = {
             ising_exact,
             ising_statistics,
             sizes=(5, 8),
-            kernels=COUPLED_DISCRETE,
-            recommended="GWG",
+            kernels=PLATE_DISCRETE,
+            recommended="PlateGibbs",
             builtins=DISCRETE_BUILTINS,
         ),
         UserModel(

@@ -28,6 +28,7 @@ from discrete_kernels.sites import (
     plate_check_draws,
     plate_dims_of,
     plate_table_mismatch,
+    single_site_substitutions,
     substitutions_at,
 )
 
@@ -36,6 +37,7 @@ __all__ = [
     "coloured_terms_fn",
     "element_terms_fn",
     "plate_dims",
+    "probe_tables",
     "term_dependence",
     "verify_plate_table",
 ]
@@ -204,6 +206,59 @@ def _changed(all_terms: Callable, j: int, domain, point: tuple, i: jax.Array) ->
     close = jnp.abs(after - before) <= DEPENDENCE_TOLERANCE * (1.0 + jnp.abs(before))
     same = (before == after) | close | (jnp.isnan(before) & jnp.isnan(after))
     return ~same
+
+
+def probe_tables(
+    log_density: Callable[[tuple], jax.Array],
+    j: int,
+    spec: LeafSpec,
+    points: Sequence[tuple],
+    batch_evaluations: int = 4096,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Leaf ``j``'s single-site tables at each of ``points``, and again with each coordinate
+    moved to its next value (cyclically, inside its bounds): what
+    :func:`discrete_kernels.colouring.table_interaction_graph` reads. ``N x N x S``
+    evaluations of the log density per point, ``batch_evaluations`` at a time, at setup.
+
+    Returns
+    -------
+    (tables, moved, f)
+        Shapes (P, N, S), (P, N, N, S) and (P,) for ``P`` points, ``N`` coordinates and
+        ``S`` values; ``moved[p, k]`` the table at point ``p`` with coordinate ``k`` moved.
+    """
+    domain = spec.domain
+    shape = tuple(points[0][j].shape)
+    size, num_values = int(np.prod(shape)), domain.num_values
+    lower = getattr(domain, "lower", None)
+    upper = getattr(domain, "upper", None)
+    top = domain.low + num_values - 1
+    low = jnp.ravel(jnp.broadcast_to(domain.low if lower is None else jnp.asarray(lower), shape))
+    high = jnp.ravel(jnp.broadcast_to(top if upper is None else jnp.asarray(upper), shape))
+
+    def table(point: tuple) -> jax.Array:
+        batch = single_site_substitutions(domain, point[j])
+        values = jax.vmap(lambda x: log_density(point[:j] + (x,) + point[j + 1 :]))(batch)
+        return jnp.reshape(values, (size, num_values))
+
+    def moved_table(point: tuple, k: jax.Array) -> jax.Array:
+        x = point[j]
+        flat = jnp.ravel(x)
+        value = (flat[k] - low[k] + 1) % (high[k] - low[k] + 1) + low[k]
+        changed = jnp.reshape(flat.at[k].set(value.astype(x.dtype)), x.shape)
+        return table(point[:j] + (changed,) + point[j + 1 :])
+
+    @jax.jit
+    def probe(point: tuple) -> tuple[jax.Array, jax.Array, jax.Array]:
+        moved = jax.lax.map(
+            lambda k: moved_table(point, k),
+            jnp.arange(size),
+            batch_size=max(1, batch_evaluations // (size * num_values)),
+        )
+        return table(point), moved, log_density(point)
+
+    results = [probe(point) for point in points]
+    tables, moved, f = (np.stack([np.asarray(r[i]) for r in results]) for i in range(3))
+    return tables, moved, f
 
 
 def verify_plate_table(

@@ -27,11 +27,16 @@ from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
 from discrete_kernels.colouring import (
     MAX_DEPENDENCE_ENTRIES,
+    MAX_TABLE_PROBE_EVALUATIONS,
     check_colouring,
+    check_graph_colouring,
     greedy_colouring,
+    greedy_graph_colouring,
+    table_interaction_graph,
     term_owners,
 )
 from discrete_kernels.domains import is_windowed
+from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
 from ._plates import (
@@ -39,6 +44,7 @@ from ._plates import (
     coloured_terms_fn,
     element_terms_fn,
     plate_dims,
+    probe_tables,
     term_dependence,
     verify_plate_table,
 )
@@ -368,9 +374,11 @@ def _plate_leaves(
     """The leaves with the ``wanted`` ones in plate mode where their plates make their
     coordinates conditionally independent, or else a colouring does (the user's ``blocks``
     or a greedy one from the terms each coordinate changes), verified at a prior draw and a
-    random state; their plate dims and their term owners. A sampler that needs plate tables
-    gets an error naming the site and the reason otherwise; an exact site keeps its
-    single-site table."""
+    random state; their plate dims and their term owners. For a sampler that needs plate
+    tables, a site that neither makes independent is kept in exact mode with a colouring
+    found from its single-site tables (:func:`_table_colouring`) where one exists, and
+    refused with an error naming the site and the reason otherwise; for other samplers an
+    exact site keeps its single-site table."""
     out, dims, owners = list(leaves), dict[str, dict](), dict[str, np.ndarray]()
     blocks = {} if blocks is None else blocks
     points = [
@@ -400,6 +408,7 @@ def _plate_leaves(
                 model_args,
                 model_kwargs,
             )
+        plate_reason = reason
         if reason is not None or spec.name in blocks:
             if setup.enum:
                 colour_reason: str | None = "the model enumerates sites"
@@ -407,6 +416,10 @@ def _plate_leaves(
                 colours, owner_rows, colour_reason = _colouring(
                     setup, j, spec, points, blocks.get(spec.name), model_args, model_kwargs
                 )
+            many = 0 if colours is None else int(colours.max()) + 1
+            if needs_tables and spec.name not in blocks and many > MAX_COLOURS:
+                # e.g. a summed factor that one coordinate happens not to change at the probe
+                colour_reason = f"its terms need {many} colours, more than {MAX_COLOURS}"
             if colour_reason is None:
                 leaf_dims = {}
                 colour_reason = _verified(
@@ -428,6 +441,17 @@ def _plate_leaves(
                 colours = None
             else:
                 reason = None
+        if reason is not None and needs_tables:
+            # a factor summed over the site hides from the terms which coordinates interact;
+            # the site's single-site tables show it, and are drawn colour by colour
+            colours, table_reason, probed = _table_colouring(
+                setup, j, spec, points, blocks.get(spec.name), model_args, model_kwargs
+            )
+            if colours is not None:
+                out[j] = LeafSpec(spec.name, spec.domain, EXACT, colours)
+                continue
+            # probed: the tables' answer replaces the terms' (which may suggest a rewrite)
+            reason = "; ".join(r for r in (plate_reason if probed else reason, table_reason) if r)
         if reason is None:
             out[j] = LeafSpec(spec.name, spec.domain, PLATE, colours)
             dims[spec.name] = leaf_dims
@@ -512,17 +536,10 @@ def _colouring(
     if given is None:
         colours = greedy_colouring(dependence)
     else:
-        colours = np.asarray(given)
-        if colours.shape != tuple(shape) or not np.issubdtype(colours.dtype, np.integer):
-            return (
-                None,
-                None,
-                (
-                    f"blocks[{spec.name!r}] must be an integer array of the site's shape {shape}, "
-                    f"got {colours.dtype} {colours.shape}"
-                ),
-            )
-        colours = colours.reshape(-1)
+        flat, problem = _given_colours(spec, shape, given)
+        if flat is None:
+            return None, None, problem
+        colours = flat
         problem = check_colouring(dependence, colours)
         if problem is not None:
             return None, None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}"
@@ -538,6 +555,87 @@ def _colouring(
             ),
         )
     return colours.reshape(shape), term_owners(dependence, colours), None
+
+
+def _given_colours(
+    spec: LeafSpec, shape: tuple, given: Any
+) -> tuple[np.ndarray | None, str | None]:
+    """The user's ``blocks`` entry for a leaf of ``shape``, flat, or the reason it is not an
+    integer array of that shape."""
+    colours = np.asarray(given)
+    if colours.shape != tuple(shape) or not np.issubdtype(colours.dtype, np.integer):
+        return None, (
+            f"blocks[{spec.name!r}] must be an integer array of the site's shape {shape}, "
+            f"got {colours.dtype} {colours.shape}"
+        )
+    return colours.reshape(-1), None
+
+
+def _table_colouring(
+    setup: SiteSetup,
+    j: int,
+    spec: LeafSpec,
+    points: Sequence[tuple],
+    given: Any,
+    model_args: tuple,
+    model_kwargs: dict,
+) -> tuple[np.ndarray | None, str, bool]:
+    """``(colours of leaf j's shape, "", True)``: a colouring of leaf ``j`` under which no two
+    coordinates of one colour interact, read from its single-site tables (the user's
+    ``given`` one, checked, or a greedy one); else ``(None, reason, probed)``, ``probed``
+    whether the tables were probed at all.
+
+    The tables are probed at the first two of ``points`` and at the first with every
+    coordinate of the leaf moved to its next value (so that, for a binary site, a coupling
+    that vanishes at one value of a third coordinate shows at the other): ``3 x N x N x S``
+    evaluations of the model, at most :data:`MAX_TABLE_PROBE_EVALUATIONS` per point.
+    """
+    shape = setup.leaf_shapes[j]
+    size, num_values = math.prod(shape), spec.domain.num_values
+    flat_given = None
+    if given is not None:
+        flat_given, problem = _given_colours(spec, shape, given)
+        if problem is not None:
+            return None, problem, False
+    if size * size * num_values > MAX_TABLE_PROBE_EVALUATIONS:
+        return (
+            None,
+            (
+                f"and its {size} coordinates of {num_values} values are too many to find which "
+                f"interact from its exact tables ({size * size * num_values} evaluations of the "
+                f"model, at most {MAX_TABLE_PROBE_EVALUATIONS})"
+            ),
+            False,
+        )
+    x = points[0][j]
+    lower = getattr(spec.domain, "lower", None)
+    upper = getattr(spec.domain, "upper", None)
+    low = np.broadcast_to(spec.domain.low if lower is None else np.asarray(lower), shape)
+    top = spec.domain.low + num_values - 1
+    high = np.broadcast_to(top if upper is None else np.asarray(upper), shape)
+    next_values = (np.asarray(x) - low + 1) % (high - low + 1) + low
+    all_moved = points[0][:j] + (jnp.asarray(next_values, x.dtype),) + points[0][j + 1 :]
+    probed_points = [*points[:2], all_moved]
+    log_density = setup.log_density_fn(model_args, model_kwargs)
+    tables, moved_tables, f = probe_tables(log_density, j, spec, probed_points)
+    graph = table_interaction_graph(tables, moved_tables, f, float(np.finfo(tables.dtype).eps))
+    why = "they interact (moving one changes the other's exact conditional)"
+    if flat_given is not None:
+        problem = check_graph_colouring(graph, flat_given, why)
+        if problem is not None:
+            return None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}", True
+        return flat_given.reshape(shape), "", True
+    colours = greedy_graph_colouring(graph)
+    if size > 1 and int(colours.max()) + 1 >= size:
+        return (
+            None,
+            (
+                "every coordinate interacts with every other (moving any one changes the exact "
+                "conditional of every other, found from its single-site tables)"
+            ),
+            True,
+        )
+    return colours.reshape(shape), "", True
 
 
 def _switch_badly_estimated_sites(

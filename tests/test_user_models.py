@@ -23,6 +23,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
 import pytest
 from numpyro.infer.util import log_density
 
@@ -263,15 +265,33 @@ def test_the_mixture_from_numpyros_default_start():
 
 
 @pytest.mark.parametrize("name", ["hmm", "ising"])
-def test_plate_gibbs_refuses_a_site_coupled_through_one_summed_factor(name):
-    """A factor summed over the coordinates hides which of them interact: PlateGibbs refuses
-    the site, names it and says how to write the factor (its ``_terms`` twin runs)."""
+def test_plate_gibbs_colours_a_site_coupled_through_one_summed_factor_from_its_tables(name):
+    """A factor summed over the coordinates hides from the terms which of them interact; the
+    site's single-site tables show it: PlateGibbs keeps them and colours the site even/odd
+    (hmm) or as a checkerboard (ising), at the test size and at the benchmark size. (That it
+    matches the exact answer is the recommended kernel's test above.)"""
     entry = um.MODELS[name]
-    with pytest.raises(ValueError, match="not conditionally independent") as error:
-        um.run(
-            entry, um.alone(nx.PlateGibbs), entry.data(entry.sizes[0]), num_warmup=1, num_samples=1
-        )
-    assert "unsummed array of terms" in str(error.value)
+    for size in entry.sizes:
+        kernel = nx.PlateGibbs(entry.model)
+        setup = kernel._site_setup(jax.random.key(0), None, entry.data(size), {})
+        (leaf,) = setup.leaves
+        assert leaf.mode == "exact"
+        np.testing.assert_array_equal(leaf.colours, np.indices(leaf.colours.shape).sum(0) % 2)
+
+
+def test_plate_gibbs_refuses_a_dense_summed_factor_with_the_reason():
+    """A factor that couples every pair of coordinates (a quadratic form with a full matrix)
+    is still refused, with the reason."""
+    weights = jnp.asarray(np.random.default_rng(1).normal(size=(6, 6)))
+
+    def model() -> None:
+        with numpyro.plate("items", 6):
+            z = numpyro.sample("z", dist.Bernoulli(0.5))
+        numpyro.factor("quadratic", z @ (weights + weights.T) @ z)
+
+    with pytest.raises(ValueError, match="'z' is not conditionally independent") as error:
+        nx.PlateGibbs(model)._site_setup(jax.random.key(0), None, (), {})
+    assert "every coordinate interacts with every other" in str(error.value)
 
 
 # ------------------------------------------------------------------------------------------

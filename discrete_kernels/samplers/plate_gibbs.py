@@ -52,7 +52,10 @@ def plate_gibbs_step(
     Parameters
     ----------
     state : ChainState
-        Its locals are the leaves' exact tables, shape ``(n..., S)`` per leaf.
+        Its locals are the leaves' exact tables, shape ``(n..., S)`` per leaf: per-element
+        (a plate's, or a colouring's) or single-site ones (a coloured site whose terms hide
+        its structure); row ``i`` is coordinate ``i``'s conditional given all others, so the
+        rows of one colour, whose coordinates do not interact, are a joint conditional.
     uniforms : per leaf, uniforms in [0, 1) of the leaf's shape
     local_fn : ``leaves -> (f, tables)``; evaluated once per leaf and colour
     domains : per leaf
@@ -90,6 +93,7 @@ def plate_gibbs_step(
 
 
 #: most colours of one site PlateGibbs takes: a sweep costs ``C^2 x S`` evaluations per site
+#: (``C x N x S`` for a site coloured from its single-site tables)
 MAX_COLOURS = 16
 
 
@@ -107,8 +111,15 @@ class PlateGibbs(Sampler):
     plates from the model's trace; for a site that is not a plate they find which terms each
     coordinate changes and colour the coordinates so that no term depends on two of one colour
     (greedily, in row-major order: even/odd for a chain, a checkerboard for a lattice); both
-    are verified numerically against single-site changes. A site whose every coordinate
-    interacts with every other (a ``factor`` over the whole site) is refused with the reason.
+    are verified numerically against single-site changes. Where the terms hide the structure
+    (a ``factor`` of a sum over a chain or a lattice is one term that every coordinate
+    changes), they find which coordinates interact from the site's single-site exact tables
+    instead (moving each coordinate in turn and comparing the others' conditionals:
+    ``3 x N x N x S`` evaluations at setup, at most
+    :data:`~discrete_kernels.colouring.MAX_TABLE_PROBE_EVALUATIONS` per probed state); such a
+    site keeps those tables, ``N x S`` evaluations (vmapped) per colour and step. A site whose
+    every coordinate interacts with every other (a dense quadratic form) is refused with the
+    reason.
     Use it alone or as a block of ``Gibbs`` next to NUTS for the continuous sites. Nothing is
     adapted.
 
@@ -116,7 +127,8 @@ class PlateGibbs(Sampler):
     ----------
     blocks : dict, optional
         ``{site name: integer array of the site's shape}``: a colouring to use instead of the
-        greedy one (checked at setup: no term may depend on two coordinates of one colour).
+        greedy one (checked at setup: no term may depend on two coordinates of one colour, or,
+        where a term depends on all of them, no two of one colour may interact).
     """
 
     blocks: Mapping[str, Any] | None = None
@@ -142,8 +154,14 @@ class PlateGibbs(Sampler):
                 "must be conditionally independent in its coordinates."
             )
         single = sites.single_site_tables or (False,) * len(sites.names)
-        coupled = [n for n, t in zip(sites.names, single) if t]
-        if coupled:  # a single-site table's rows are not a joint conditional of the site
+        coupled = [
+            n
+            for j, (n, t) in enumerate(zip(sites.names, single))
+            if t and sites.colouring(j) is None
+        ]
+        # a single-site table's rows are not a joint conditional of the site; those of one
+        # colour of a colouring the setup verified are
+        if coupled:
             raise ValueError(
                 f"{self.name}: sites {coupled} are not conditionally independent in their "
                 "coordinates (nor in colour blocks); sample them with another kernel."
@@ -159,8 +177,8 @@ class PlateGibbs(Sampler):
             if colours is not None and int(colours.max()) + 1 > MAX_COLOURS:
                 raise ValueError(
                     f"{self.name}: site {name!r} needs {int(colours.max()) + 1} colours (its "
-                    f"coordinates interact widely); at most {MAX_COLOURS}, since a sweep costs "
-                    "colours^2 evaluations. Sample it with nx.GWG or nx.DMALA in a "
+                    f"coordinates interact widely); at most {MAX_COLOURS}, since a sweep "
+                    "recomputes its table once per colour. Sample it with nx.GWG or nx.DMALA in a "
                     "numpyro.infer.Gibbs block."
                 )
 

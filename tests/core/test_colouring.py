@@ -1,9 +1,18 @@
 """Colourings from term dependences: a chain gets even/odd, a lattice a checkerboard, a term
-over three coordinates three colours; a clash is named; each term has one owner per colour."""
+over three coordinates three colours; a clash is named; each term has one owner per colour.
+From single-site tables: a chain's interaction graph links neighbours only (not the
+coordinates two apart, which share a term-based neighbour), rounding is not an interaction."""
 
 import numpy as np
 
-from discrete_kernels.colouring import check_colouring, greedy_colouring, term_owners
+from discrete_kernels.colouring import (
+    check_colouring,
+    check_graph_colouring,
+    greedy_colouring,
+    greedy_graph_colouring,
+    table_interaction_graph,
+    term_owners,
+)
 
 
 def chain_dependence(n: int) -> np.ndarray:
@@ -52,3 +61,44 @@ def test_each_term_has_its_one_owner_of_each_colour():
     owners = term_owners(d, np.array([0, 1, 0]))
     np.testing.assert_array_equal(owners[0], [0, 3, 2, 0, 2])  # 3: no coordinate of colour 0
     np.testing.assert_array_equal(owners[1], [3, 1, 3, 1, 1])
+
+
+def chain_tables(x: np.ndarray, pair: np.ndarray, offset: float) -> np.ndarray:
+    """Single-site tables (N, S) of ``f(x) = offset + sum_i pair[x_i, x_{i+1}]``."""
+    n, s = len(x), pair.shape[0]
+    out = np.empty((n, s))
+    for i in range(n):
+        for v in range(s):
+            y = x.copy()
+            y[i] = v
+            out[i, v] = offset + pair[y[:-1], y[1:]].sum()
+    return out
+
+
+def test_a_chain_from_its_tables_links_neighbours_only_and_is_coloured_even_and_odd():
+    rng = np.random.default_rng(0)
+    pair = rng.normal(size=(3, 3))
+    n, offset = 6, -300.0
+    x = rng.integers(0, 3, n)
+    tables = chain_tables(x, pair, offset)
+    moved = np.stack(
+        [chain_tables(np.where(np.arange(n) == k, (x + 1) % 3, x), pair, offset) for k in range(n)]
+    )
+    # float32-like rounding of every entry of a log density of size 300: not an interaction
+    noise = 300 * 6e-8 * rng.uniform(-4, 4, size=moved.shape)
+    graph = table_interaction_graph(tables[None], (moved + noise)[None], np.array([offset]), 1.2e-7)
+    expected = np.abs(np.arange(n)[:, None] - np.arange(n)[None]) == 1
+    np.testing.assert_array_equal(graph, expected)
+    np.testing.assert_array_equal(greedy_graph_colouring(graph), [0, 1, 0, 1, 0, 1])
+    assert check_graph_colouring(graph, np.array([0, 1, 0, 1, 0, 1])) is None
+    assert "coordinates 0 and 1 share a colour (0) but they interact" in check_graph_colouring(
+        graph, np.zeros(n, int)
+    )
+
+
+def test_a_coupling_seen_at_one_probed_state_only_counts():
+    tables = np.zeros((2, 2, 2))
+    moved = np.zeros((2, 2, 2, 2))
+    moved[1, 0, 1] = [0.0, 0.5]  # at the second state, moving 0 changes row 1
+    graph = table_interaction_graph(tables, moved, np.zeros(2), 1.2e-7)
+    np.testing.assert_array_equal(graph, [[False, True], [True, False]])

@@ -1,0 +1,179 @@
+"""PlateGibbs on sites that sum their interactions into one ``factor`` (a chain, a lattice):
+the terms say every coordinate touches that term, so the setup finds from the site's
+single-site exact tables which coordinates interact, colours them (even/odd, a checkerboard)
+and the sweep draws colour by colour from fresh single-site tables. The sweep's transition
+matrix is exactly stationary on a summed categorical chain and a summed 3x3 Ising lattice
+(and the jitted step draws from it); forcing one colour breaks stationarity (the power); a
+dense summed factor, a wrong ``blocks=`` and a site too large to probe are refused with the
+reason."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+
+import discrete_kernels as dk
+import numpyro_ext as nx
+
+from .test_block_gibbs import (
+    CHECKERBOARD,
+    COUPLING,
+    FIELD,
+    LATTICE_STATES,
+    driver_setup,
+    lattice_posterior,
+)
+
+# a chain of 4 categorical coordinates of 3 values, its pair terms summed into one factor
+CHAIN_N, CHAIN_S = 4, 3
+CHAIN_PRIOR = np.array([0.5, 0.3, 0.2])
+CHAIN_PAIR = np.array([[0.9, -0.4, 0.1], [-0.3, 0.7, -0.5], [0.2, -0.6, 1.1]])
+CHAIN_STATES = np.array(list(itertools.product(range(CHAIN_S), repeat=CHAIN_N)))
+
+
+def summed_chain_model():
+    with numpyro.plate("steps", CHAIN_N):
+        c = numpyro.sample("c", dist.Categorical(jnp.asarray(CHAIN_PRIOR)))
+    numpyro.factor("pairs", jnp.asarray(CHAIN_PAIR)[c[:-1], c[1:]].sum())
+
+
+def chain_posterior() -> np.ndarray:
+    logp = np.log(CHAIN_PRIOR)[CHAIN_STATES].sum(1)
+    logp += CHAIN_PAIR[CHAIN_STATES[:, :-1], CHAIN_STATES[:, 1:]].sum(1)
+    pi = np.exp(logp - logp.max())
+    return pi / pi.sum()
+
+
+def summed_lattice_model():
+    """The 3x3 Ising lattice of test_block_gibbs with its pair terms summed into one factor."""
+    z = numpyro.sample("z", dist.Bernoulli(logits=jnp.asarray(FIELD)))
+    s = 2 * z - 1
+    numpyro.factor(
+        "pairs", COUPLING * (jnp.sum(s[:, :-1] * s[:, 1:]) + jnp.sum(s[:-1, :] * s[1:, :]))
+    )
+
+
+def sweep_matrix(states: np.ndarray, tables: np.ndarray, colours: np.ndarray) -> np.ndarray:
+    """``P = P_0 P_1 ...`` of the colour sweep on ``states`` (M, N) from each state's table
+    (M, N, S): ``P_c[a, b] = prod_{i in c} softmax(T(a))[i, b_i]`` where ``b`` equals ``a``
+    off colour ``c`` (the kernel's exact transition matrix: the tables of a state are those
+    the sweep reads when it arrives there)."""
+    log_p = tables - np.log(np.exp(tables).sum(-1, keepdims=True))
+    chosen = np.take_along_axis(log_p[:, None], states[None, ..., None], axis=-1)[..., 0]
+    p = np.eye(len(states))
+    for colour in range(int(colours.max()) + 1):
+        mask = colours == colour
+        log_step = np.sum(np.where(mask, chosen, 0.0), axis=-1)  # (a, b)
+        same_off = np.all((states[:, None] == states[None, :]) | mask, axis=-1)
+        p = p @ np.where(same_off, np.exp(log_step), 0.0)
+    return p
+
+
+def tables_at(local_fn, states: np.ndarray, shape: tuple) -> np.ndarray:
+    batch = jnp.asarray(states.reshape((-1,) + shape), jnp.int32)
+    _, (tables,) = jax.jit(jax.vmap(lambda x: local_fn((x,))))(batch)
+    return np.asarray(tables, np.float64).reshape(len(states), states.shape[1], -1)
+
+
+def test_a_summed_chain_is_coloured_even_odd_from_its_tables_and_its_sweep_is_stationary():
+    kernel = nx.PlateGibbs(summed_chain_model)
+    setup, local_fn = driver_setup(kernel)
+    leaf = setup.leaves[0]
+    assert leaf.mode == dk.sites.EXACT  # single-site tables, drawn colour by colour
+    np.testing.assert_array_equal(leaf.colours, [0, 1, 0, 1])
+    p = sweep_matrix(CHAIN_STATES, tables_at(local_fn, CHAIN_STATES, (CHAIN_N,)), leaf.colours)
+    pi = chain_posterior()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-9)
+    assert np.max(np.abs(pi @ p - pi)) < 1e-6
+    # the jitted step from one state draws from the row of P
+    start = 40
+    chain = kernel.spec.init((jnp.asarray(CHAIN_STATES[start], jnp.int32),), local_fn)
+    params = kernel.spec.parameters(())
+
+    def step(u):
+        noise = dk.StepNoise((u,), jnp.float32(0.5))
+        new, _ = kernel.spec.step(chain, noise, params, (), setup.sites, local_fn)
+        return new.x[0]
+
+    num = 20000
+    uniforms = jax.random.uniform(jax.random.key(4), (num, CHAIN_N))
+    ends = np.asarray(jax.jit(jax.vmap(step))(uniforms))
+    index = ends @ (CHAIN_S ** np.arange(CHAIN_N - 1, -1, -1))
+    counts = np.bincount(index, minlength=len(CHAIN_STATES))
+    expected = p[start] * num
+    seen = expected > 5
+    chi2 = np.sum((counts[seen] - expected[seen]) ** 2 / expected[seen])
+    assert chi2 < seen.sum() + 6 * np.sqrt(2 * seen.sum()), chi2
+    assert counts[~seen].sum() < 5 * max(1.0, expected[~seen].sum()) + 10
+
+
+def test_a_summed_lattice_is_coloured_as_a_checkerboard_and_its_sweep_is_stationary():
+    setup, local_fn = driver_setup(nx.PlateGibbs(summed_lattice_model))
+    leaf = setup.leaves[0]
+    assert leaf.mode == dk.sites.EXACT
+    np.testing.assert_array_equal(leaf.colours, CHECKERBOARD)
+    states = np.array(LATTICE_STATES).reshape(-1, 9)
+    p = sweep_matrix(states, tables_at(local_fn, states, (3, 3)), leaf.colours.reshape(-1))
+    pi = lattice_posterior()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-9)
+    assert np.max(np.abs(pi @ p - pi)) < 1e-6
+
+
+@pytest.mark.parametrize("model", [summed_chain_model, summed_lattice_model])
+def test_one_colour_forced_on_a_summed_factor_breaks_stationarity(monkeypatch, model):
+    """The power of the tests above: every coordinate drawn at once from its single-site row
+    (the setup's colouring replaced by one colour) is not stationary."""
+    monkeypatch.setattr(
+        "numpyro_ext._setup.greedy_graph_colouring", lambda g: np.zeros(g.shape[0], np.int64)
+    )
+    setup, local_fn = driver_setup(nx.PlateGibbs(model))
+    colours = np.asarray(setup.leaves[0].colours).reshape(-1)
+    assert colours.max() == 0
+    if model is summed_chain_model:
+        states, shape, pi = CHAIN_STATES, (CHAIN_N,), chain_posterior()
+    else:
+        states, shape, pi = np.array(LATTICE_STATES).reshape(-1, 9), (3, 3), lattice_posterior()
+    p = sweep_matrix(states, tables_at(local_fn, states, shape), colours)
+    assert np.max(np.abs(pi @ p - pi)) > 1e-3
+
+
+def test_blocks_on_a_summed_lattice_are_checked_against_its_tables():
+    stripes = np.array([[0, 1, 2], [1, 2, 0], [2, 0, 1]])
+    setup, _ = driver_setup(nx.PlateGibbs(summed_lattice_model, blocks={"z": stripes}))
+    np.testing.assert_array_equal(setup.leaves[0].colours, stripes)
+    rows = np.repeat(np.arange(3)[:, None], 3, axis=1)
+    with pytest.raises(
+        ValueError, match=r"blocks\['z'\] is not a valid colouring.*share a colour.*interact"
+    ):
+        driver_setup(nx.PlateGibbs(summed_lattice_model, blocks={"z": rows}))
+
+
+def dense_model():
+    """A quadratic form with a full matrix: every pair of coordinates interacts."""
+    w = jnp.asarray(np.random.default_rng(0).normal(size=(4, 4)))
+    with numpyro.plate("items", 4):
+        z = numpyro.sample("z", dist.Bernoulli(0.5))
+    numpyro.factor("quadratic", z @ (w + w.T) @ z)
+
+
+def test_a_dense_summed_factor_is_refused_with_the_reason():
+    with pytest.raises(
+        ValueError,
+        match="'z' is not conditionally independent.*every coordinate interacts with every other"
+        r" \(moving any one changes the exact conditional",
+    ):
+        driver_setup(nx.PlateGibbs(dense_model))
+
+
+def test_a_summed_chain_too_large_to_probe_is_refused_with_the_rewrite():
+    def long_chain():
+        with numpyro.plate("steps", 400):
+            z = numpyro.sample("z", dist.Bernoulli(0.5))
+        numpyro.factor("pairs", 0.5 * jnp.sum(z[:-1] * z[1:]))
+
+    with pytest.raises(ValueError, match="unsummed array of terms.*too many to find which"):
+        driver_setup(nx.PlateGibbs(long_chain))
