@@ -32,6 +32,7 @@ import gc
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -64,8 +65,7 @@ PROBE_DRAWS = (25, 125)
 
 def probe_seconds(name: str, sampler: str, size: int, max_seconds: float) -> list[float]:
     """Wall times of the probes (``PROBE_DRAWS`` warmup steps and draws, one chain) in this
-    process; the second is skipped when the first takes more than a quarter of
-    ``max_seconds``."""
+    process."""
     entry = um.MODELS[name]
     data = entry.data(size)
     seconds: list[float] = []
@@ -75,8 +75,6 @@ def probe_seconds(name: str, sampler: str, size: int, max_seconds: float) -> lis
             warnings.simplefilter("ignore")
             um.run(entry, sampler, data, num_warmup=draws, num_samples=draws)
         seconds.append(time.perf_counter() - start)
-        if seconds[0] > max_seconds / 4:
-            break
     return seconds
 
 
@@ -100,10 +98,57 @@ def affordable_draws(
     except subprocess.CalledProcessError:
         return PROBE_DRAWS[0]  # the measured run reports the error
     seconds = [float(v) for v in out.stdout.split()[-2:]]
-    if len(seconds) < 2 or seconds[0] > max_seconds / 4:
+    if len(seconds) < 2:
         return PROBE_DRAWS[0]
     per_step = seconds[1] / (2 * PROBE_DRAWS[1])  # at most: compilation included or cached
     return max(PROBE_DRAWS[0], int(max_seconds / 2 / (2 * chains * per_step)))
+
+
+class RunFailed(Exception):
+    """A run that raised, or passed its time limit (the message says which)."""
+
+
+def run_here(entry: um.UserModel, sampler: str, size: int, draws: int, chains: int) -> tuple:
+    """``(stats, seconds, notes)`` of one run in this process: the statistics' draws, the wall
+    time of ``MCMC`` (compilation included) and the first line of each warning."""
+    data = entry.data(size)
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stats = um.run(
+            entry,
+            sampler,
+            data,
+            num_warmup=draws,
+            num_samples=draws,
+            num_chains=chains,
+            thinning=max(1, draws // KEPT_DRAWS),
+        )
+    seconds = time.perf_counter() - start
+    notes = sorted({str(w.message).split(";")[0][:90] for w in caught})
+    return stats, seconds, notes
+
+
+def timed_run(
+    entry: um.UserModel, sampler: str, size: int, draws: int, chains: int, max_seconds: float
+) -> tuple:
+    """:func:`run_here` in a child process stopped after ``3 max_seconds`` (a sampler whose
+    cost per step grows during warmup, MixedHMC's trajectories, can pass any estimate)."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "run.npz"
+        command = [sys.executable, __file__, "--run", entry.name, sampler, str(size)]
+        command += [str(draws), str(chains), str(out)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=3 * max_seconds)
+        except subprocess.TimeoutExpired:
+            raise RunFailed(
+                f"too slow: {draws} warmup steps and draws of {chains} chains took more than "
+                f"{3 * max_seconds:.0f} s"
+            ) from None
+        if done.returncode or not out.exists():
+            raise RunFailed(done.stderr.strip().splitlines()[-1] if done.stderr else "failed")
+        saved = np.load(out, allow_pickle=False)
+        return saved["stats"], float(saved["seconds"]), [str(n) for n in saved["notes"]]
 
 
 def measure(
@@ -127,22 +172,15 @@ def measure(
             return dict(sampler=sampler, error=f"too slow: {affordable}")
         draws = min(draws, affordable)
     while True:
-        start = time.perf_counter()
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                stats = um.run(
-                    entry,
-                    sampler,
-                    data,
-                    num_warmup=draws,
-                    num_samples=draws,
-                    num_chains=chains,
-                    thinning=max(1, draws // KEPT_DRAWS),
-                )
+            if grow:
+                stats, seconds, notes = timed_run(entry, sampler, size, draws, chains, max_seconds)
+            else:  # the smoke run: in this process
+                stats, seconds, notes = run_here(entry, sampler, size, draws, chains)
+        except RunFailed as error:
+            return dict(sampler=sampler, error=str(error)[:160])
         except Exception as error:  # a sampler that does not run on the model is a row too
             return dict(sampler=sampler, error=f"{type(error).__name__}: {error}"[:160])
-        seconds = time.perf_counter() - start
         # every run compiles new programs; a long session of them exhausts the process's
         # memory maps (LLVM: "Cannot allocate memory") unless they are dropped
         jax.clear_caches()
@@ -160,7 +198,6 @@ def measure(
     sd = stats.std((0, 1))
     se = np.hypot(np.maximum(sd / np.sqrt(np.maximum(ess, 1.0)), 1e-3), answer.se)
     z = np.abs(stats.mean((0, 1)) - answer.mean) / se
-    notes = sorted({str(w.message).split(";")[0][:90] for w in caught})
     return dict(
         sampler=sampler,
         seconds=seconds,
@@ -251,7 +288,15 @@ def main() -> None:
     parser.add_argument(
         "--probe", nargs=3, metavar=("MODEL", "SAMPLER", "SIZE"), help=argparse.SUPPRESS
     )
+    parser.add_argument("--run", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.run:
+        name, sampler, size, draws, chains, out = args.run
+        stats, seconds, notes = run_here(
+            um.MODELS[name], sampler, int(size), int(draws), int(chains)
+        )
+        np.savez(out, stats=stats, seconds=seconds, notes=np.array(notes, dtype=str))
+        return
     if args.probe:
         name, sampler, size = args.probe
         print(*probe_seconds(name, sampler, int(size), args.max_seconds))

@@ -34,6 +34,7 @@ __all__ = [
     "as_domain",
     "domain_step_scale",
     "as_finite",
+    "coordinate_bounds",
     "is_windowed",
 ]
 
@@ -213,6 +214,18 @@ def as_finite(domain: Domain) -> FiniteDomain:
         domain.num_values  # noqa: B018 (raises, naming the domain)
     assert not isinstance(domain, Integer)
     return domain
+
+
+def coordinate_bounds(domain: Domain, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Each coordinate's smallest and largest value in a finite domain (an ordinal's
+    per-coordinate ``lower``/``upper`` where given), as integer arrays of ``shape``."""
+    finite = as_finite(domain)
+    top = finite.low + finite.num_values - 1
+    lower = getattr(finite, "lower", None)
+    upper = getattr(finite, "upper", None)
+    low = np.broadcast_to(np.asarray(finite.low if lower is None else lower), shape)
+    high = np.broadcast_to(np.asarray(top if upper is None else upper), shape)
+    return low, high
 
 
 def is_windowed(domain: Domain) -> bool:

@@ -21,7 +21,7 @@ import numpyro.distributions as dist
 from numpyro.infer.gibbs import with_conditioning
 from numpyro.infer.util import compute_log_probs
 
-from discrete_kernels.domains import Categorical
+from discrete_kernels.domains import Categorical, coordinate_bounds
 from discrete_kernels.sites import (
     LeafSpec,
     align_element_term,
@@ -229,11 +229,7 @@ def probe_tables(
     domain = spec.domain
     shape = tuple(points[0][j].shape)
     size, num_values = int(np.prod(shape)), domain.num_values
-    lower = getattr(domain, "lower", None)
-    upper = getattr(domain, "upper", None)
-    top = domain.low + num_values - 1
-    low = jnp.ravel(jnp.broadcast_to(domain.low if lower is None else jnp.asarray(lower), shape))
-    high = jnp.ravel(jnp.broadcast_to(top if upper is None else jnp.asarray(upper), shape))
+    low, high = (jnp.ravel(jnp.asarray(b)) for b in coordinate_bounds(domain, shape))
 
     def table(point: tuple) -> jax.Array:
         batch = single_site_substitutions(domain, point[j])

@@ -35,7 +35,7 @@ from discrete_kernels.colouring import (
     table_interaction_graph,
     term_owners,
 )
-from discrete_kernels.domains import is_windowed
+from discrete_kernels.domains import coordinate_bounds, is_windowed
 from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
@@ -608,11 +608,7 @@ def _table_colouring(
             False,
         )
     x = points[0][j]
-    lower = getattr(spec.domain, "lower", None)
-    upper = getattr(spec.domain, "upper", None)
-    low = np.broadcast_to(spec.domain.low if lower is None else np.asarray(lower), shape)
-    top = spec.domain.low + num_values - 1
-    high = np.broadcast_to(top if upper is None else np.asarray(upper), shape)
+    low, high = coordinate_bounds(spec.domain, shape)
     next_values = (np.asarray(x) - low + 1) % (high - low + 1) + low
     all_moved = points[0][:j] + (jnp.asarray(next_values, x.dtype),) + points[0][j + 1 :]
     probed_points = [*points[:2], all_moved]
