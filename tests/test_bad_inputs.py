@@ -232,10 +232,6 @@ ERRORS = {
         lambda: _n_run(nx.DMALA(n_huge_uniform)),
         "tracing the model with start values drawn from its prior failed \\(OverflowError",
     ),
-    "Binomial with 2**21 trials (pyro)": (
-        lambda: _p_run(px.DMALA(lambda: pyro.sample("x", pdist.Binomial(2**21, 0.5)))),
-        "Site 'x' takes 2097153 values",
-    ),
     "pyro to_arviz before run": (
         lambda: px.to_arviz(PMCMC(px.DMALA(p_bits), num_samples=5)),
         "no draws yet; call mcmc.run",

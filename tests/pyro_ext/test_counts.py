@@ -83,3 +83,20 @@ def test_kernels_without_a_window_refuse_count_sites(kernel):
     name = kernel.__name__
     with pytest.raises(ValueError, match=f"{name} cannot sample site 'N'.*DMALA, DULA or ACS"):
         kernel(population_model).setup(0)
+
+
+def test_a_binomial_with_two_million_trials_is_sampled_in_a_window():
+    """2^21 + 1 values are too many for a table: the site is an ``Integer(0, 2^21)`` window
+    site (it used to be refused) and DMALA's draws stay in the support near the prior's
+    mean."""
+
+    def model():
+        pyro.sample("x", dist.Binomial(2**21, 0.5))
+
+    site = poutine.trace(model).get_trace().nodes["x"]
+    assert domain_of_site("x", site)[0] == px.Integer(low=0, high=2**21, window=1)
+    pyro.set_rng_seed(0)
+    mcmc = MCMC(px.DMALA(model), num_samples=50, warmup_steps=20, disable_progbar=True)
+    mcmc.run()
+    x = mcmc.get_samples()["x"].numpy()
+    assert np.all((x >= 0) & (x <= 2**21)) and np.all(np.abs(x - 2**20) < 10 * 2**9.5)
