@@ -335,6 +335,10 @@ class Sampler:
     - **windowed_domains** - whether the step samples windowed leaves
       (:class:`~discrete_kernels.Integer`: counts, proposed around the current value); the
       others are refused at setup with the kernels that do.
+
+    A sampler refuses a model whose plates subsample (a minibatch estimate of the log
+    density and its gradient, new at every step) unless :meth:`minibatch_refusal` says
+    otherwise.
     """
 
     name: ClassVar[str] = "sampler"
@@ -364,6 +368,18 @@ class Sampler:
         )
         if self.uses_locals:
             check_exact_table_memory(self.name, sites)
+
+    def minibatch_refusal(self) -> str | None:
+        """Why this sampler, with its options, cannot run on a minibatch estimate of the log
+        density (a subsampling plate), or None when it can (stochastic-gradient DULA).
+
+        The base refuses: an MH ratio, an exact table or a tuner that reads the acceptance
+        compares log densities, and a minibatch estimate of their difference is not exact.
+        """
+        return (
+            "an MH ratio (or an exact difference) on a minibatch log density is not exact, "
+            "so the chain would not target the posterior"
+        )
 
     def check_warmup(self, num_warmup: int, option: str) -> None:
         """Refuse or warn about a warmup this sampler cannot use (``option``: how the PPL

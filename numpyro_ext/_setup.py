@@ -55,9 +55,11 @@ from ._target import (
     PLATE,
     LeafSpec,
     integer_bounds,
+    latent_in_plates,
     leaf_specs_for_model,
     leaf_specs_for_potential,
     make_local_fn,
+    subsample_plates,
 )
 from ._warmup_check import plan_warmup_check
 
@@ -80,6 +82,10 @@ class SiteSetup:
     - **term_owners** - per coloured plate-mode leaf, its terms' owners per colour (C, E).
     - **warmup_check** - the gradient leaves the warmup checks (``exact_sites="auto"``;
       :mod:`numpyro_ext._warmup_check`), or None.
+    - **minibatch** - the model's subsampling plates
+      (:class:`~discrete_kernels.sites.SubsamplePlate`); when there are any, every log
+      density is evaluated under ``seed`` with a key the caller passes, which draws the
+      minibatch.
     """
 
     leaves: tuple[LeafSpec, ...]
@@ -94,6 +100,7 @@ class SiteSetup:
     plate_dims: dict = field(default_factory=dict)
     term_owners: dict = field(default_factory=dict)
     warmup_check: Any = None
+    minibatch: tuple = ()
 
     @property
     def names(self) -> list:
@@ -104,8 +111,12 @@ class SiteSetup:
         """Coordinates of one chain, all leaves together."""
         return sum(math.prod(shape) for shape in self.leaf_shapes)
 
-    def log_density_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
-        """``leaves -> f`` for these arguments and conditioning."""
+    def log_density_fn(
+        self, model_args: tuple, model_kwargs: dict | None, rng_key: jax.Array | None = None
+    ) -> Callable:
+        """``leaves -> f`` for these arguments and conditioning; with subsampling plates, ``f``
+        on the minibatch that ``rng_key`` draws (the same one at every call of the returned
+        function, so that a value and its gradient share it)."""
         if self.prepared_model is None:
             treedef, potential_fn = self.treedef, self.potential_fn
             assert potential_fn is not None
@@ -116,6 +127,13 @@ class SiteSetup:
             return potential_log_density
         prepared, enum, names = self.prepared_model, self.enum, self.names
         kwargs = {} if model_kwargs is None else model_kwargs
+        if self.minibatch:
+            if rng_key is None:
+                raise ValueError(
+                    f"{self.minibatch[0]}: this evaluation of the log density has no key "
+                    "to draw its minibatch."
+                )
+            prepared = seed(prepared, rng_key)
 
         def log_density(leaves: tuple) -> jax.Array:
             z = dict(zip(names, leaves))
@@ -126,11 +144,16 @@ class SiteSetup:
         return log_density
 
     def local_fn(
-        self, model_args: tuple, model_kwargs: dict | None, with_locals: bool = True
+        self,
+        model_args: tuple,
+        model_kwargs: dict | None,
+        with_locals: bool = True,
+        rng_key: jax.Array | None = None,
     ) -> Callable:
         """``leaves -> (f, locals)`` for the core (``with_locals=False``: ``(f, ())``, for a
-        sampler that reads no local information)."""
-        log_density = self.log_density_fn(model_args, model_kwargs)
+        sampler that reads no local information; ``rng_key``: the minibatch's key, see
+        :meth:`log_density_fn`)."""
+        log_density = self.log_density_fn(model_args, model_kwargs, rng_key)
         if not with_locals:
             return lambda leaves: (log_density(leaves), ())
         prepared = self.prepared_model
@@ -261,6 +284,17 @@ def setup_model(
             "distributions and parameters."
         ) from error
     leaves = leaf_specs_for_model(owner, model_trace, options.exact_names)
+    minibatch = subsample_plates(model_trace)
+    if minibatch:
+        site_rules.check_minibatch(
+            owner,
+            sampler.minibatch_refusal(),
+            minibatch,
+            leaves,
+            options.exact_names,
+            latent_in_plates(model_trace, minibatch),
+            "remove subsample_size=",
+        )
     site_rules.check_windowed_sites(
         owner,
         sampler.windowed_domains,
@@ -291,7 +325,9 @@ def setup_model(
         has_deterministic=has_deterministic,
     )
     structural = {} if enum else {s.name: plate_dims(model_trace[s.name]) for s in leaves}
-    if options.auto_exact and sampler.auto_exact:
+    # with a minibatch: no automatic switch and no warmup check (both compare log densities)
+    auto_exact = options.auto_exact and sampler.auto_exact and not minibatch
+    if auto_exact:
         key = tuple(site_shapes.items())
         decided = decisions.get(key)
         if decided is None:
@@ -326,7 +362,7 @@ def setup_model(
         leaves, dims, owners = decisions[plate_key]
     sites = _sites(owner, leaves, setup.leaf_shapes, sampler, options, None)
     check = None
-    if options.auto_exact and sampler.auto_exact and sampler.uses_locals:
+    if auto_exact and sampler.uses_locals:
         check_key = ("warmup check", tuple(site_shapes.items()), tuple(s.mode for s in leaves))
         if check_key not in decisions:
 
@@ -356,6 +392,7 @@ def setup_model(
         plate_dims=dims,
         term_owners=owners,
         warmup_check=check,
+        minibatch=minibatch,
     )
 
 

@@ -24,6 +24,7 @@ from discrete_kernels.sites import (
     ONE_HOT_GRADIENT,
     PLATE,
     LeafSpec,
+    SubsamplePlate,
     check_discrete_sites,
     count_domain,
     ordinal_from_bounds,
@@ -79,6 +80,31 @@ def domain_of_site(name: str, site: dict) -> Domain:
         # nonnegative_integer and positive_integer are subclasses
         return count_domain(name, _static(support.lower_bound, name, "lower bound"))
     raise unsupported_site_error(name, fn, SUPPORTED)
+
+
+def subsample_plates(model_trace: dict) -> tuple[SubsamplePlate, ...]:
+    """The plates of a traced model that draw a minibatch (``subsample_size < size``)."""
+    out = []
+    for name, site in model_trace.items():
+        if site["type"] != "plate":
+            continue
+        size, subsample_size = site["args"]
+        if subsample_size is not None and int(subsample_size) < int(size):
+            out.append(SubsamplePlate(name, int(size), int(subsample_size)))
+    return tuple(out)
+
+
+def latent_in_plates(model_trace: dict, plates: Sequence[SubsamplePlate]) -> dict[str, str]:
+    """``{site: plate}`` for the latent sample sites inside one of ``plates``."""
+    names = {p.name for p in plates}
+    out = {}
+    for name, site in model_trace.items():
+        if site["type"] != "sample" or site["is_observed"]:
+            continue
+        inside = [f.name for f in site["cond_indep_stack"] if f.name in names]
+        if inside:
+            out[name] = inside[0]
+    return out
 
 
 def leaf_specs_for_model(

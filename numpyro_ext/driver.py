@@ -41,7 +41,7 @@ from . import _warmup_check as wc
 from ._noise import draw_noise
 from ._setup import SiteSetup, check_init_params, initial_values, setup_model, setup_potential
 
-__all__ = ["DiscreteKernel", "DiscreteState", "JAX_CONTROL", "state_class"]
+__all__ = ["DiscreteKernel", "DiscreteState", "JAX_CONTROL", "minibatch_key", "state_class"]
 
 
 def _fori(num: int, body: Callable, carry: Any) -> Any:
@@ -63,6 +63,16 @@ adaptation state (**adapt_state**), the warmup's check of the gradient sites
 the next draw (**rng_key**)."""
 
 _STATES: dict[tuple[str, ...], type] = {}
+
+#: folded into a chain's key for the key that draws a step's minibatch (subsampling plates),
+#: so that the noise of every step stays what it is without subsampling
+_MINIBATCH = 0x5B
+
+
+def minibatch_key(rng_key: jax.Array, purpose: int = 0) -> jax.Array:
+    """The key that draws the minibatch of the step taken with the chain's key ``rng_key``
+    (``purpose`` 1: the start state's, 2: a refresh's; 0: a step's)."""
+    return random.fold_in(random.fold_in(rng_key, _MINIBATCH), purpose)
 
 
 def _state_name(statistics: tuple[str, ...]) -> str:
@@ -321,8 +331,9 @@ class DiscreteKernel(MCMCKernel):
                     f"{self._name}: potential_fn must return a scalar (-log density), got an "
                     f"array of shape {shape}."
                 )
+        local_fn = self._local_fn(model_args, model_kwargs, rng_key=minibatch_key(rng_key, 1))
         try:
-            chain = self._spec.init(setup.to_leaves(z), self._local_fn(model_args, model_kwargs))
+            chain = self._spec.init(setup.to_leaves(z), local_fn)
         except TypeError as error:
             gradient_sites = [s.name for s in setup.leaves if not s.is_table]
             raise TypeError(
@@ -517,16 +528,23 @@ class DiscreteKernel(MCMCKernel):
     def _refresh_one(self, state: Any, model_args, model_kwargs, exact: Any = None) -> Any:
         setup = self._setup
         assert setup is not None
-        f, local = self._local_fn(model_args, model_kwargs, exact)(setup.to_leaves(state.z))
+        key = minibatch_key(state.rng_key, 2)
+        f, local = self._local_fn(model_args, model_kwargs, exact, key)(setup.to_leaves(state.z))
         return state._replace(potential_energy=-f, local=tuple(local))
 
     def _local_fn(
-        self, model_args: tuple, model_kwargs: dict | None, exact: Any = None
+        self,
+        model_args: tuple,
+        model_kwargs: dict | None,
+        exact: Any = None,
+        rng_key: jax.Array | None = None,
     ) -> Callable:
         """``leaves -> (f, locals)`` of the current setup, for this sampler; ``exact``: the
-        warmup check's switched flags of the watched leaves (None: every gradient kept)."""
+        warmup check's switched flags of the watched leaves (None: every gradient kept);
+        ``rng_key``: the key of the minibatch (read only with subsampling plates)."""
         assert self._setup is not None
-        base = self._setup.local_fn(model_args, model_kwargs, self._spec.uses_locals)
+        key = rng_key if self._setup.minibatch else None
+        base = self._setup.local_fn(model_args, model_kwargs, self._spec.uses_locals, key)
         if self._check is None:
             return base
         return wc.switching_local_fn(self._setup, base, exact, model_args, model_kwargs)
@@ -547,7 +565,9 @@ class DiscreteKernel(MCMCKernel):
         rng_key, noise = self._draw_noise(state.rng_key, shapes, state.i)
         params = spec.parameters(state.adapt_state)
         chain = ChainState(leaves, -state.potential_energy, state.local)
-        local_fn = self._local_fn(model_args, model_kwargs, exact)
+        # a new minibatch at every step (drawn from the chain's key before it advances); the
+        # proposal's value and gradient share it, and the next step reads that gradient
+        local_fn = self._local_fn(model_args, model_kwargs, exact, minibatch_key(state.rng_key))
         chain, info = spec.step(chain, noise, params, state.adapt_state, setup.sites, local_fn)
         stats = {
             name: jnp.asarray(getattr(info, name), dtype=jnp.result_type(getattr(state, name)))

@@ -501,8 +501,25 @@ class DULA(DMALA):
     reports the MH acceptance the move would have had, a free diagnostic of the bias.
     Step-size adaptation is off by default; when switched on it targets that diagnostic.
     Options as :class:`DMALA`.
+
+    With a subsampling plate in the model (``subsample_size``) each step evaluates the log
+    density and its gradient on a new minibatch scaled by ``N/b``: the stochastic-gradient
+    DLP of Sec. 6 (SG-DULA). Its bias grows with the gradient's variance and the step size
+    (Theorem 6.1); ``accept_prob`` and the potential energy are then minibatch estimates.
     """
 
     adapt_step_size: bool = False
     metropolis: ClassVar[bool] = False
     name: ClassVar[str] = "DULA"
+
+    def minibatch_refusal(self) -> str | None:
+        """None: DULA has no MH step, so a minibatch gradient gives the stochastic-gradient DLP
+        of Sec. 6 of the paper (SG-DULA); its step-size adaptation targets the MH acceptance,
+        which a minibatch log density does not estimate, so that one is refused."""
+        if self.adapt_step_size:
+            return (
+                "adapt_step_size=True tunes the step size to an MH acceptance, which a "
+                "minibatch log density does not estimate; give step_size with "
+                "adapt_step_size=False"
+            )
+        return None
