@@ -1,0 +1,267 @@
+"""Stochastic-gradient DULA (Sec. 6 of the DLP paper): a subsampling plate in a NumPyro model.
+
+Each step evaluates the log density and its gradient on a new minibatch (drawn from the chain's
+key) scaled by ``N / b``; the kernels that compare log densities refuse the plate.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro.handlers import scale, seed, substitute, trace
+from numpyro.infer import MCMC
+from scipy import special, stats
+
+import numpyro_ext as nx
+from discrete_kernels.sites import SubsamplePlate
+from numpyro_ext import _setup
+from numpyro_ext.driver import minibatch_key
+
+# ---------------------------------------------------------------- a tiny regression
+
+N_ROWS, BATCH, D = 12, 4, 3
+_rng = np.random.default_rng(0)
+FEATURES = _rng.normal(size=(N_ROWS, D))
+TARGETS = _rng.normal(size=N_ROWS)
+
+
+def regression(x, y, subsample_size=BATCH):
+    """Binary weights ``w`` (3), ``y_n ~ Normal(x_n . w, 1)`` over a subsampling plate."""
+    w = numpyro.sample("w", dist.Bernoulli(0.5).expand([D]).to_event(1))
+    with numpyro.plate("data", N_ROWS, subsample_size=subsample_size) as idx:
+        numpyro.sample("y", dist.Normal(x[idx] @ w, 1.0), obs=y[idx])
+
+
+def by_hand(w: np.ndarray, rows: tuple) -> tuple[float, np.ndarray]:
+    """Log density and its gradient in ``w`` on ``rows``, the likelihood scaled by ``N / b``
+    (the Bernoulli(1/2) prior has a constant log density and gradient 0)."""
+    x, y = FEATURES[list(rows)], TARGETS[list(rows)]
+    r = y - x @ w
+    factor = N_ROWS / len(rows)
+    f = D * np.log(0.5) + factor * np.sum(stats.norm.logpdf(r))
+    return f, factor * x.T @ r
+
+
+def test_each_step_draws_a_new_minibatch_and_uses_its_scaled_gradient():
+    kernel = nx.DULA(regression, step_size=0.4)
+    args = (jnp.asarray(FEATURES), jnp.asarray(TARGETS))
+    state = kernel.init(jax.random.key(0), 0, None, args, {})
+    subsets = list(itertools.combinations(range(N_ROWS), BATCH))
+    found = []
+    for _ in range(8):
+        # the rows the plate draws with this step's minibatch key (the log density is evaluated
+        # with the latent sites given, so no key is split off for them)
+        given = substitute(regression, data={"w": jnp.zeros(D)})
+        model = seed(given, minibatch_key(state.rng_key))
+        drawn = tuple(sorted(int(i) for i in trace(model).get_trace(*args)["data"]["value"]))
+        state = kernel.sample(state, args, {})
+        w = np.asarray(state.z["w"], dtype=np.float64)
+        grad = np.asarray(state.local[0], dtype=np.float64)
+        # the gradient the next step reads is the scaled gradient of exactly one minibatch
+        matches = [s for s in subsets if np.allclose(by_hand(w, s)[1], grad, atol=1e-4)]
+        assert matches == [drawn]
+        # and the value beside it was computed on the same minibatch
+        np.testing.assert_allclose(-float(state.potential_energy), by_hand(w, drawn)[0], rtol=1e-5)
+        found.append(drawn)
+    assert all(a != b for a, b in zip(found, found[1:]))
+    assert len(set(found)) >= 6
+
+
+def test_full_size_subsample_reproduces_full_batch_dula():
+    args = (jnp.asarray(FEATURES), jnp.asarray(TARGETS))
+
+    def draws(model, num_chains=2):
+        # exact_sites=[]: the full-batch kernel would switch 'w' to exact differences here, which
+        # a minibatch cannot have
+        mcmc = MCMC(
+            nx.DULA(model, step_size=0.4, exact_sites=[]),
+            num_warmup=5,
+            num_samples=30,
+            num_chains=num_chains,
+            chain_method="vectorized",
+            progress_bar=False,
+        )
+        mcmc.run(jax.random.key(3), *args)
+        return np.asarray(mcmc.get_samples()["w"])
+
+    def full(x, y):
+        return regression(x, y, subsample_size=None)
+
+    def everything(x, y):
+        return regression(x, y, subsample_size=N_ROWS)
+
+    reference = draws(full)
+    np.testing.assert_array_equal(draws(everything), reference)
+    # the minibatch path itself (every evaluation seeded with the step's key), forced on a plate
+    # that subsamples all its rows: the same draws, so the noise stream is unchanged
+    forced = (SubsamplePlate("data", N_ROWS, N_ROWS),)
+    original = _setup.subsample_plates
+    try:
+        _setup.subsample_plates = lambda model_trace: forced
+        np.testing.assert_array_equal(draws(everything), reference)
+    finally:
+        _setup.subsample_plates = original
+
+
+# ---------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    "kernel, reason",
+    [
+        (lambda m: nx.DMALA(m), "MH ratio"),
+        (lambda m: nx.GWG(m), "MH ratio"),
+        (lambda m: nx.AB(m), "MH ratio"),
+        (lambda m: nx.ACS(m), "MH ratio"),
+        (lambda m: nx.PlateGibbs(m), "MH ratio"),
+        (lambda m: nx.DULA(m, adapt_step_size=True), "adapt_step_size=True"),
+        (lambda m: nx.DULA(m, exact_sites=["w"]), "exact_sites=['w']"),
+    ],
+    ids=["DMALA", "GWG", "AB", "ACS", "PlateGibbs", "DULA-adapt", "DULA-exact_sites"],
+)
+def test_kernels_that_compare_log_densities_refuse_a_subsampling_plate(kernel, reason):
+    k = kernel(regression)
+    mcmc = MCMC(k, num_warmup=2, num_samples=2, progress_bar=False)
+    with pytest.raises(ValueError) as error:
+        mcmc.run(jax.random.key(0), jnp.asarray(FEATURES), jnp.asarray(TARGETS))
+    message = str(error.value)
+    assert message.startswith(f"{k.spec.name}: ")
+    assert "plate 'data' subsamples 4 of 12" in message
+    assert reason in message
+    assert "remove subsample_size=" in message
+
+
+def test_latent_site_inside_a_subsampling_plate_is_refused():
+    def model(y):
+        with numpyro.plate("data", N_ROWS, subsample_size=BATCH) as idx:
+            z = numpyro.sample("z", dist.Bernoulli(0.5))
+            numpyro.sample("y", dist.Normal(z, 1.0), obs=y[idx])
+
+    mcmc = MCMC(nx.DULA(model), num_warmup=2, num_samples=2, progress_bar=False)
+    with pytest.raises(ValueError, match="latent site 'z' is inside subsampling plate 'data'"):
+        mcmc.run(jax.random.key(0), jnp.asarray(TARGETS))
+
+
+# ---------------------------------------------------------------- statistics
+
+ROWS, SITES, B = 200, 4, 50
+STEP = 0.15
+_data = np.random.default_rng(1)
+LOADINGS = _data.uniform(0.02, 0.15, size=(ROWS, SITES))
+TRUTH = np.array([1, 0, 1, 1])
+LABELS = (_data.uniform(size=(ROWS, SITES)) < special.expit(LOADINGS * (2 * TRUTH - 1))).astype(
+    np.float32
+)
+
+
+def independent(a, y, subsample_size=B):
+    """Four independent binary sites; site ``j`` explains column ``j`` of 200 rows by
+    ``y_nj ~ Bernoulli(logit = a_nj (2 w_j - 1))``."""
+    w = numpyro.sample("w", dist.Bernoulli(0.5).expand([SITES]).to_event(1))
+    with numpyro.plate("rows", ROWS, subsample_size=subsample_size) as idx:
+        numpyro.sample("y", dist.Bernoulli(logits=a[idx] * (2 * w - 1)).to_event(1), obs=y[idx])
+
+
+def _row_gradients(w: float) -> np.ndarray:
+    """Per row and site, the gradient in ``w_j`` of the row's log likelihood at ``w_j = w``."""
+    logit = LOADINGS * (2 * w - 1)
+    return 2 * LOADINGS * (LABELS - special.expit(logit))  # (ROWS, SITES)
+
+
+def _stationary(flip01: np.ndarray, flip10: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A two-state chain per site: ``P(w = 1)`` and the lag-one autocorrelation."""
+    return flip01 / (flip01 + flip10), 1.0 - flip01 - flip10
+
+
+def exact_means() -> np.ndarray:
+    """Posterior ``P(w_j = 1)``: the sites are independent a posteriori."""
+    log_lik = [
+        np.sum(stats.bernoulli.logpmf(LABELS, special.expit(LOADINGS * s)), axis=0)
+        for s in (-1, 1)
+    ]
+    return special.expit(log_lik[1] - log_lik[0])
+
+
+def dula_theory(batch: int | None, factor: float | None = None) -> tuple:
+    """Stationary ``P(w_j = 1)`` of (SG-)DULA at :data:`STEP` and its lag-one autocorrelation.
+
+    On independent sites each coordinate of DULA is a two-state chain: from ``w`` it flips
+    with probability ``sigmoid(g(w) (1 - 2w) / 2 - 1 / (2 alpha))``. With minibatches the
+    gradient at the current state comes from a minibatch drawn independently of it (the
+    previous step's), so the flip probability is the average over minibatches (here over
+    40 000 of them, fixed seed).
+    """
+    per_row = {w: _row_gradients(w) for w in (0, 1)}
+    if batch is None:
+        grads = {w: per_row[w].sum(0)[None] for w in (0, 1)}
+    else:
+        rng = np.random.default_rng(2)
+        rows = np.argsort(rng.uniform(size=(40_000, ROWS)), axis=1)[:, :batch]
+        scale_ = ROWS / batch if factor is None else factor
+        grads = {w: scale_ * per_row[w][rows].sum(1) for w in (0, 1)}
+    c = 1.0 / (2 * STEP)
+    flip01 = special.expit(grads[0] / 2 - c).mean(0)
+    flip10 = special.expit(-grads[1] / 2 - c).mean(0)
+    return _stationary(flip01, flip10)
+
+
+def run_means(model, chains=16, samples=1200) -> np.ndarray:
+    mcmc = MCMC(
+        nx.DULA(model, step_size=STEP),
+        num_warmup=100,
+        num_samples=samples,
+        num_chains=chains,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(0), jnp.asarray(LOADINGS), jnp.asarray(LABELS))
+    return np.asarray(mcmc.get_samples()["w"], dtype=np.float64).mean(0)
+
+
+def z_scores(mean: np.ndarray, theory: tuple, draws: int) -> np.ndarray:
+    """``(mean - p) / sd`` with the sd of a two-state chain's average over ``draws`` draws."""
+    p, rho = theory
+    sd = np.sqrt(p * (1 - p) * (1 + rho) / (1 - rho) / draws)
+    return (mean - p) / sd
+
+
+DRAWS = 16 * 1200
+
+
+def test_sg_dula_matches_its_stationary_law_and_is_close_to_full_batch():
+    exact = exact_means()
+    full, sg = dula_theory(None), dula_theory(B)
+    assert np.all((exact > 0.15) & (exact < 0.95))  # away from 1/2: the scale matters
+    sg_mean = run_means(independent)
+    full_mean = run_means(lambda a, y: independent(a, y, subsample_size=None))
+    # each run against its own stationary law: 4.5 sd per site (4 sites, chains started
+    # after 100 steps of a chain that forgets in a few)
+    assert np.all(np.abs(z_scores(full_mean, full, DRAWS)) < 4.5)
+    assert np.all(np.abs(z_scores(sg_mean, sg, DRAWS)) < 4.5)
+    # SG-DULA is biased twice: DULA's step-size bias (the theory puts full-batch DULA within
+    # 0.013 of the posterior here) and the minibatch's (SG-DULA's law within 0.035 of DULA's);
+    # the bounds add 4.5 sd of the runs (0.05) to those
+    assert np.all(np.abs(full[0] - exact) < 0.03) and np.all(np.abs(sg[0] - full[0]) < 0.05)
+    assert np.all(np.abs(sg_mean - exact) < 0.1)
+    assert np.all(np.abs(sg_mean - full_mean) < 0.1)
+
+
+def test_a_gradient_scaled_by_b_over_n_fails_the_check():
+    """Power: the likelihood scaled by ``b / N`` instead of ``N / b`` (a factor ``(b / N)^2`` on
+    top of the plate's) is caught by the same check."""
+    factor = (B / ROWS) ** 2
+
+    def wrong(a, y):
+        with scale(scale=factor):
+            independent(a, y)
+
+    mean = run_means(wrong, chains=8, samples=600)
+    assert np.max(np.abs(z_scores(mean, dula_theory(B), 8 * 600))) > 4.5
+    # and the run does follow the law of the wrongly scaled gradient
+    assert np.all(np.abs(z_scores(mean, dula_theory(B, factor=B / ROWS), 8 * 600)) < 4.5)
