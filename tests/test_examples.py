@@ -18,6 +18,7 @@ EXAMPLE = pytest.mark.examples  # the gallery's reduced mode: `pytest -m example
 EXAMPLES = [
     "examples/binary_bnn.py",
     "examples/pyro_binary_bnn.py",
+    "examples/sg_binary_bnn.py",
     "examples/spike_and_slab.py",
     "examples/variable_selection.py",
     "examples/gaussian_mixture.py",

@@ -182,8 +182,7 @@ def _stationary(flip01: np.ndarray, flip10: np.ndarray) -> tuple[np.ndarray, np.
 def exact_means() -> np.ndarray:
     """Posterior ``P(w_j = 1)``: the sites are independent a posteriori."""
     log_lik = [
-        np.sum(stats.bernoulli.logpmf(LABELS, special.expit(LOADINGS * s)), axis=0)
-        for s in (-1, 1)
+        np.sum(stats.bernoulli.logpmf(LABELS, special.expit(LOADINGS * s)), axis=0) for s in (-1, 1)
     ]
     return special.expit(log_lik[1] - log_lik[0])
 
