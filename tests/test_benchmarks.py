@@ -126,7 +126,6 @@ def test_user_suite_rows_and_table_on_a_small_model():
     rows, size, method = user_suite.model_rows(
         entry, quick=True, max_seconds=30, only=[entry.recommended, "DiscreteGibbs"]
     )
-    rows = user_suite.model_rows(entry, False, 30, [entry.recommended, "DiscreteGibbs"])[0]
     assert [r["sampler"] for r in rows] == [entry.recommended, "DiscreteGibbs"]
     assert all(r["seconds"] > 0 and r["ess"] > 0 and np.isfinite(r["z"]) for r in rows)
     assert rows[1]["ratio"] == pytest.approx(1.0) or rows[1]["z"] >= 4

@@ -179,6 +179,7 @@ def test_change_point_answer_equals_quadrature_over_the_rates():
     np.testing.assert_allclose(got, entry.exact(data).mean, rtol=1e-4)  # Riemann sums
 
 
+@pytest.mark.slow
 def test_a_finer_grid_changes_nothing():
     entry = um.MODELS["occupancy"]
     quadrature = entry.quadrature(entry.data(entry.sizes[0]))  # type: ignore[misc]
@@ -199,7 +200,26 @@ def test_every_model_has_its_parts():
 # the recommended kernel on every model
 
 
-@pytest.mark.parametrize("name", list(um.MODELS))
+#: the recommended kernel's runs behind ``-m slow`` (default suite time): the slowest at the
+#: reduced sizes, and twins whose kernel path another model covers (hmm_terms: the plate
+#: colouring of hmm_scan; ising_terms: the same lattice as ising)
+SLOW_RECOMMENDED = {
+    "dawid_skene",
+    "cjs",
+    "spike_slab",
+    "variable_selection",
+    "hmm_terms",
+    "ising_terms",
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.slow) if name in SLOW_RECOMMENDED else name
+        for name in um.MODELS
+    ],
+)
 def test_recommended_kernel_matches_the_exact_answer(name):
     check(name, um.MODELS[name].recommended)
 
