@@ -494,8 +494,8 @@ def _check_other_labellings(log_post: Callable[[np.ndarray], np.ndarray], start:
 
 def gmm_init(data: tuple) -> dict:
     """The means started at the data's quantiles (as a k-means start would): NUTS's default
-    start, uniform in (-2, 2), often begins in a relabelled mode that Gibbs updates of the
-    assignments do not leave."""
+    start, uniform in (-2, 2), can begin in a relabelled mode, which Gibbs updates of the
+    assignments leave slowly."""
     y = np.asarray(data[0])
     return {"mu": jnp.asarray(np.quantile(y, [0.15, 0.55, 0.9]), jnp.float32)}
 
