@@ -128,8 +128,8 @@ class EBMResult(NamedTuple):
 
     - **history** - dict of numpy arrays per iteration, as :class:`numpyro_ext.ebm.EBMResult`;
     - **method_state** - the PCD buffer (None otherwise);
-    - **checkpoint** - the module's and optimiser's state dicts and the generator state, for
-      ``resume=``; **step** - iterations done.
+    - **checkpoint** - the module's and optimiser's state dicts and the generator states
+      (the CPU's, and CUDA's for data there), for ``resume=``; **step** - iterations done.
     """
 
     history: dict
@@ -400,6 +400,23 @@ def _ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):
     return surrogate, info_out
 
 
+def _generator_states(device: torch.device) -> dict[str, torch.Tensor]:
+    """The states of the generators a run draws from: the CPU's always, and the accelerator's
+    when the data live on one (``torch.rand(..., device="cuda")`` draws from CUDA's own
+    generator, so restoring the CPU's alone would not make a resumed run repeat)."""
+    states = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        states["cuda"] = torch.cuda.get_rng_state(device)
+    return states
+
+
+def _set_generator_states(states: dict[str, torch.Tensor], device: torch.device) -> None:
+    """Restore what :func:`_generator_states` saved."""
+    torch.set_rng_state(states["cpu"])
+    if device.type == "cuda" and "cuda" in states:
+        torch.cuda.set_rng_state(states["cuda"], device)
+
+
 def _check_inputs(energy: nn.Module, data: torch.Tensor, method: Any) -> None:
     """The trainer's start checks (:func:`discrete_kernels.ebm.check_training_inputs`)."""
     num_visible = energy.weights.shape[0] if isinstance(energy, RBM) else None
@@ -475,7 +492,7 @@ def train(
     if resume is not None:
         energy.load_state_dict(resume.checkpoint["energy"])
         optimizer.load_state_dict(resume.checkpoint["optimizer"])
-        torch.set_rng_state(resume.checkpoint["rng_state"])
+        _set_generator_states(resume.checkpoint["rng_state"], data.device)
         buffer, done, history = resume.method_state, resume.step, dict(resume.history)
     else:
         buffer = None
@@ -540,6 +557,6 @@ def train(
     checkpoint = {
         "energy": {k: v.clone() for k, v in energy.state_dict().items()},
         "optimizer": copy.deepcopy(optimizer.state_dict()),
-        "rng_state": torch.get_rng_state(),
+        "rng_state": _generator_states(data.device),
     }
     return EBMResult(history, buffer, checkpoint, done + num_steps)

@@ -98,5 +98,5 @@ def test_a_binomial_with_two_million_trials_is_sampled_in_a_window():
     pyro.set_rng_seed(0)
     mcmc = MCMC(px.DMALA(model), num_samples=50, warmup_steps=20, disable_progbar=True)
     mcmc.run()
-    x = mcmc.get_samples()["x"].numpy()
+    x = mcmc.get_samples()["x"].cpu().numpy()
     assert np.all((x >= 0) & (x <= 2**21)) and np.all(np.abs(x - 2**20) < 10 * 2**9.5)

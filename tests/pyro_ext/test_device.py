@@ -192,6 +192,7 @@ def test_kernel_follows_the_models_device_and_dtype(name, device):
 NO_READ_KERNELS = ["DMALA", "DULA", "GWG", "AB-trace", "ACS"]
 
 
+@pytest.mark.cpu_only  # builds its CPU model itself
 @pytest.mark.parametrize("name", NO_READ_KERNELS)
 def test_a_step_reads_nothing_back_to_the_host(name):
     """Warmup and sampling steps, each followed by Pyro's per-step ``logging()`` call, read no
@@ -217,6 +218,7 @@ def test_a_step_reads_nothing_back_to_the_host(name):
             assert not reads, (t, reads)
 
 
+@pytest.mark.cpu_only  # builds its CPU model itself
 def test_watch_catches_a_tensor_made_without_a_device(monkeypatch):
     """The creation check has power: a core function that makes a CPU tensor (as the adapter
     did before it followed the model's device) is reported."""
@@ -236,6 +238,7 @@ def test_watch_catches_a_tensor_made_without_a_device(monkeypatch):
     assert watch.created
 
 
+@pytest.mark.cpu_only  # places its model on CUDA itself; the default device stays the CPU
 @pytest.mark.skipif(not CUDA, reason="no CUDA")
 @pytest.mark.parametrize("name", ["DMALA", "GWG", "AB-trace", "ACS", "DiscreteGibbs"])
 def test_ising_moments_on_cuda(name):
@@ -257,6 +260,7 @@ def test_ising_moments_on_cuda(name):
     assert_mc_close(2.0 * x.cpu().numpy().astype(np.float64) - 1.0, probs @ s_all)
 
 
+@pytest.mark.cpu_only  # sets the default device itself
 @pytest.mark.skipif(not CUDA, reason="no CUDA")
 def test_default_device_cuda():
     """``torch.set_default_device("cuda")``: a model written without devices runs on CUDA."""

@@ -23,12 +23,14 @@ Y = torch.tensor([-1.2, -0.4, 0.9, 1.7, 0.2])
 
 
 def markov_hmm(y):
-    """Hidden states drawn one step at a time inside ``pyro.markov``."""
-    state = torch.tensor(0)
+    """Hidden states drawn one step at a time inside ``pyro.markov``; the model's constants
+    follow the data's device."""
+    transition, means = TRANSITION.to(y.device), MEANS.to(y.device)
+    state = torch.tensor(0, device=y.device)
     for t in pyro.markov(range(len(y))):
-        probs = TRANSITION[state] if t else torch.ones(K) / K
+        probs = transition[state] if t else torch.ones(K, device=y.device) / K
         state = pyro.sample(f"s_{t}", dist.Categorical(probs))
-        pyro.sample(f"y_{t}", dist.Normal(MEANS[state], 1.0), obs=y[t])
+        pyro.sample(f"y_{t}", dist.Normal(means[state], 1.0), obs=y[t])
 
 
 def exact_marginals() -> np.ndarray:
@@ -46,7 +48,7 @@ def exact_marginals() -> np.ndarray:
 def state_draws(mcmc: MCMC) -> np.ndarray:
     """One-hot draws of every state, shape (chains, draws, T * K)."""
     samples = mcmc.get_samples(group_by_chain=True)
-    s = np.stack([samples[f"s_{t}"].numpy() for t in range(T)], -1)  # (C, N, T)
+    s = np.stack([samples[f"s_{t}"].cpu().numpy() for t in range(T)], -1)  # (C, N, T)
     return np.eye(K)[s].reshape(*s.shape[:2], T * K)
 
 
@@ -64,21 +66,21 @@ DRAWS = {px.PlateGibbs: 200, px.GWG: 1500, px.DMALA: 1500}
     ],
     ids=["PlateGibbs", "GWG", "DMALA"],
 )
-def test_kernels_match_the_exact_marginals_of_a_markov_hmm(kernel):
+def test_kernels_match_the_exact_marginals_of_a_markov_hmm(kernel, torch_device):
     pyro.set_rng_seed(0)
     mcmc = MCMC(
         kernel(markov_hmm), num_samples=DRAWS[kernel], warmup_steps=100, disable_progbar=True
     )
-    mcmc.run(Y)
+    mcmc.run(Y.to(torch_device))
     assert_mc_close(state_draws(mcmc), exact_marginals().ravel())
 
 
-def test_the_check_fails_for_a_chain_that_stays_at_its_start():
+def test_the_check_fails_for_a_chain_that_stays_at_its_start(torch_device):
     """Power: DMALA with a step size too small to move (no adaptation) keeps its start, and
     the same comparison rejects it."""
     pyro.set_rng_seed(0)
     kernel = px.DMALA(markov_hmm, step_size=1e-4, adapt_step_size=False)
     mcmc = MCMC(kernel, num_samples=300, warmup_steps=0, disable_progbar=True)
-    mcmc.run(Y)
+    mcmc.run(Y.to(torch_device))
     with pytest.raises(AssertionError):
         assert_mc_close(state_draws(mcmc), exact_marginals().ravel())

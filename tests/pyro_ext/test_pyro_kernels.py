@@ -175,8 +175,14 @@ def _check_two_chains_and_arviz(mcmc) -> None:
     assert not np.allclose(steps[:, 0], 0.5)  # and adapted during it
 
 
-def test_several_chains_and_arviz():
-    _check_two_chains_and_arviz(_run(px.DMALA(ising_model), 200, 100, num_chains=2))
+def test_several_chains_and_arviz(monkeypatch):
+    # Pyro runs the chains one after the other in this process when it sees no spare core
+    # (CI's two cores); pretend so on any machine: forked workers fail once CUDA or
+    # autograd's device threads are up (the spawned-worker test below covers workers)
+    monkeypatch.setattr(pyro.infer.mcmc.api.mp, "cpu_count", lambda: 1)
+    mcmc = _run(px.DMALA(ising_model), 200, 100, num_chains=2)
+    assert type(mcmc.sampler).__name__ == "_UnarySampler"
+    _check_two_chains_and_arviz(mcmc)
 
 
 @pytest.mark.cpu_only  # worker processes do not inherit torch's default device
