@@ -55,7 +55,12 @@ print(json.dumps(out))
 
 
 def run(devices: int, *kernels: str) -> tuple[dict, str]:
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    # host CPU devices, whatever accelerator the machine also has
+    env = dict(
+        os.environ,
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+        JAX_PLATFORMS="cpu",
+    )
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT, *kernels], cwd=ROOT, env=env, capture_output=True, text=True
     )

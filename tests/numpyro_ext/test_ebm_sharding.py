@@ -53,7 +53,12 @@ def run_here() -> dict:
 
 
 def run(devices: int) -> dict:
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    # host CPU devices, whatever accelerator the machine also has
+    env = dict(
+        os.environ,
+        XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
+        JAX_PLATFORMS="cpu",
+    )
     code = SCRIPT + WARNING_CASE + "\nprint(json.dumps(out))\n"
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
