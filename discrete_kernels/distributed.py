@@ -57,7 +57,7 @@ def chain_seeds(seed: int, num_chains: int) -> list[int]:
     (one process or many), and no two chains share a random stream.
 
     The seeds are NumPy ``SeedSequence(seed).spawn(num_chains)`` children, each reduced to a
-    63-bit integer (what ``torch.manual_seed`` takes).
+    32-bit integer (what ``pyro.set_rng_seed`` takes: it seeds NumPy's legacy generator too).
 
     Parameters
     ----------
@@ -74,7 +74,7 @@ def chain_seeds(seed: int, num_chains: int) -> list[int]:
     seed = check_int("chain_seeds", "seed", seed, minimum=0)
     num_chains = check_int("chain_seeds", "num_chains", num_chains, minimum=1)
     children = np.random.SeedSequence(seed).spawn(num_chains)
-    return [int(child.generate_state(1, np.uint64)[0] >> np.uint64(1)) for child in children]
+    return [int(child.generate_state(1, np.uint32)[0]) for child in children]
 
 
 def merge_chain_blocks(blocks: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
