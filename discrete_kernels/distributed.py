@@ -114,6 +114,5 @@ def merge_chain_blocks(blocks: Sequence[Mapping[str, np.ndarray]]) -> dict[str, 
                     "(the first) may differ."
                 )
     return {
-        name: np.concatenate([np.asarray(block[name]) for _, block in filled])
-        for name in first
+        name: np.concatenate([np.asarray(block[name]) for _, block in filled]) for name in first
     }

@@ -51,9 +51,7 @@ def initialize(backend: str | None = None, *, timeout_s: float = 60.0, **kwargs:
     """
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-    dist.init_process_group(
-        backend, timeout=datetime.timedelta(seconds=float(timeout_s)), **kwargs
-    )
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=float(timeout_s)), **kwargs)
 
 
 def rank_and_size() -> tuple[int, int]:
@@ -114,7 +112,9 @@ def run_chains(
         statistics.append(stats)
     local_posterior = merge_chain_blocks(posteriors)
     has_stats = all(stats is not None for stats in statistics)
-    local_stats = merge_chain_blocks([s for s in statistics if s is not None]) if has_stats else None
+    local_stats = (
+        merge_chain_blocks([s for s in statistics if s is not None]) if has_stats else None
+    )
     blocks = _all_gather((local_posterior, local_stats))
     posterior = merge_chain_blocks([block[0] for block in blocks])
     with_chains = [block for block in blocks if block[0]]
