@@ -307,7 +307,6 @@ class DiscreteKernel(MCMCKernel):
                 state = jax.jit(jax.vmap(lambda k: init_one(k, None)))(rng_key)
             else:
                 state = jax.jit(jax.vmap(init_one))(rng_key, init_params)
-            state, self._replicated = _sharding.shard_chains(state, self._name, self.shard_chains)
         else:
             state = jax.jit(init_one)(rng_key, init_params)
         if not isinstance(state.potential_energy, jax.core.Tracer):
@@ -317,6 +316,8 @@ class DiscreteKernel(MCMCKernel):
                     leaves = setup.to_leaves(state.z)
                     values = [x if energies.size == 1 else x[chain] for x in leaves]
                     checks.check_initial_log_density(self._name, -energy, setup.names, values)
+        if vectorized:  # after the check: with several processes no one holds every chain
+            state, self._replicated = _sharding.shard_chains(state, self._name, self.shard_chains)
         self._sample_fn = self._make_sample_fn(vectorized)
         return state
 

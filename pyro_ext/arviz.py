@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from discrete_kernels.arviz_export import from_arrays, stack_chain_statistics
 
 
@@ -28,6 +30,14 @@ def to_arviz(mcmc: Any) -> Any:
         ``InferenceData`` under ArviZ 0.2x, ``DataTree`` under ArviZ 1.x (read a group as
         ``idata["sample_stats"]`` or ``idata.sample_stats`` on both).
     """
+    return from_arrays(*chain_arrays(mcmc))
+
+
+def chain_arrays(mcmc: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
+    """The posterior and the sampler statistics of a finished ``pyro.infer.MCMC`` as NumPy
+    arrays shaped ``(chain, draw, ...)`` (the statistics ``None`` when a chain recorded
+    none): what :func:`to_arviz` exports and :func:`pyro_ext.distributed.run_chains` gathers.
+    """
     if not getattr(mcmc, "_samples", None):
         raise ValueError("to_arviz: this MCMC has no draws yet; call mcmc.run(...) first.")
     samples = mcmc.get_samples(group_by_chain=True)
@@ -40,4 +50,4 @@ def to_arviz(mcmc: Any) -> Any:
     sample_stats = None
     if all(stats is not None for stats in stats_by_chain):
         sample_stats = stack_chain_statistics([s for s in stats_by_chain if s is not None])
-    return from_arrays(posterior, sample_stats)
+    return posterior, sample_stats
