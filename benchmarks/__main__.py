@@ -63,6 +63,7 @@ SCRIPTS = {
     "ebm_trainer_overhead": "EBM trainer against a plain jitted update",
     "plate_table_cost": "a plate site's exact table against one value_and_grad, N to 10^5",
     "user_suite": "models users write, exact answers: every kernel against NumPyro's built-ins",
+    "count_models": "count latents: DMALA's window proposal against DiscreteHMCGibbs",
 }
 
 
