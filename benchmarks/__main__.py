@@ -64,6 +64,7 @@ SCRIPTS = {
     "plate_table_cost": "a plate site's exact table against one value_and_grad, N to 10^5",
     "user_suite": "models users write, exact answers: every kernel against NumPyro's built-ins",
     "multi_process": "two local processes against one, JAX and torch: sampling and EBM training",
+    "count_models": "count latents: DMALA's window proposal against DiscreteHMCGibbs",
 }
 
 

@@ -9,6 +9,7 @@ both.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ __all__ = [
     "unsupported_site_error",
     "unwrap_distribution",
     "unwrap_support",
+    "with_windows",
 ]
 
 PRIOR_DRAWS = 1
@@ -158,6 +160,46 @@ def ordinal_from_bounds(name: str, lower: np.ndarray, upper: np.ndarray) -> Ordi
     )
 
 
+def with_windows(
+    owner: str, leaves: Sequence[LeafSpec], window: int | Mapping[str, int] | None
+) -> tuple[LeafSpec, ...]:
+    """``leaves`` with the proposal windows of the ``window`` site option (model mode).
+
+    Parameters
+    ----------
+    owner : the kernel's name, for messages
+    leaves : the leaf specs of the model's discrete sites
+    window : None (every count site keeps its window), an integer (every count site), or a
+        dict ``{site: integer}``; a named site must exist and be a count site
+        (:class:`Integer` domain)
+
+    Returns
+    -------
+    tuple of LeafSpec, the count sites' domains with their new windows
+    """
+    if window is None:
+        return tuple(leaves)
+    names = [s.name for s in leaves]
+    if isinstance(window, Mapping):
+        check_site_names(f"{owner}: window", window, names)
+        for name in window:
+            domain = leaves[names.index(name)].domain
+            if not isinstance(domain, Integer):
+                raise ValueError(
+                    f"{owner}: window names site {name!r}, which takes a finite set of values "
+                    f"({domain!r}); the window is for count sites (integers without a table)."
+                )
+        widths = dict(window)
+    else:
+        widths = {s.name: window for s in leaves if isinstance(s.domain, Integer)}
+    return tuple(
+        dataclasses.replace(s, domain=dataclasses.replace(s.domain, window=int(widths[s.name])))
+        if s.name in widths and isinstance(s.domain, Integer)
+        else s
+        for s in leaves
+    )
+
+
 def count_domain(name: str, lower: Any) -> Integer:
     """The :class:`Integer` domain of a site whose support is the integers ``>= lower``
     (Poisson, geometric, negative binomial, ... counts); per-coordinate lower bounds are
@@ -238,10 +280,15 @@ class SiteOptions:
     - **preconditioner** - per-site multipliers of the step size (DMALA and DULA; App. H of
       the DLP paper): a dict ``{site: array}`` in model mode, a pytree like the start values in
       potential mode.
+    - **window** - the half-width of the proposal window of count sites (the
+      :class:`~discrete_kernels.Integer` domain; DMALA and DULA), model mode: one integer
+      ``>= 1`` for every count site or a dict ``{site: integer}`` (the others keep 1). In
+      potential mode the ``Integer`` domain carries its own window.
     """
 
     exact_sites: Sequence[str] | str = "auto"
     preconditioner: Any = None
+    window: int | Mapping[str, int] | None = None
 
     @classmethod
     def checked(cls, owner: str, options: Mapping[str, Any]) -> SiteOptions:
@@ -249,6 +296,13 @@ class SiteOptions:
         (``owner``: the kernel's name, for messages)."""
         out = cls(**options)
         exact_sites_option(owner, out.exact_sites)
+        if out.window is not None:
+            given = out.window.values() if isinstance(out.window, Mapping) else [out.window]
+            for width in given:
+                try:
+                    Integer(window=width)
+                except ValueError as error:
+                    raise ValueError(f"{owner}: window {width!r}: {error}") from None
         return out
 
     @property

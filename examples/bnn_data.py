@@ -5,7 +5,10 @@ the examples run offline, and the summaries and table both scripts print.
 ``load("breast_cancer")``: 569 tumours, 30 features, a binary label (classification).
 ``load("diabetes")``: 442 patients, 10 features, disease progression after a year
 (regression). ``load("digits")``: 1,797 8x8 images of handwritten digits, 64 pixel features,
-labelled odd or even (classification; the largest of the three, for minibatches). Features are
+labelled odd or even (classification). ``load("synthetic")``: 12,500 rows of
+``sklearn.datasets.make_classification`` (20 features, 10 of them informative, 5% of the labels
+flipped; generated, not downloaded: scikit-learn bundles no real data set with 10,000 rows), for
+minibatches. Features are
 standardised with the training rows' mean and standard deviation,
 regression targets too (``target_scale`` converts an error back to the data's units). The rows
 are split 80 / 20 into training and test sets, as in App. I.5 of Zhang et al. (2022).
@@ -48,13 +51,27 @@ class Data:
 
 
 def load(name: str, seed: int = 0) -> Data:
-    """Load ``name`` ("breast_cancer" or "diabetes"), split 80 / 20 with ``seed``."""
-    from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits
+    """Load ``name`` ("breast_cancer", "diabetes", "digits" or "synthetic"), split 80 / 20 with
+    ``seed``."""
+    from sklearn.datasets import (
+        load_breast_cancer,
+        load_diabetes,
+        load_digits,
+        make_classification,
+    )
+    from sklearn.utils import Bunch
+
+    def synthetic() -> Bunch:
+        x, y = make_classification(
+            n_samples=12_500, n_features=20, n_informative=10, flip_y=0.05, random_state=0
+        )
+        return Bunch(data=x, target=y)
 
     loaders = {
         "breast_cancer": (load_breast_cancer, "classification"),
         "diabetes": (load_diabetes, "regression"),
         "digits": (load_digits, "classification"),
+        "synthetic": (synthetic, "classification"),
     }
     if name not in loaders:
         raise ValueError(f"unknown data set {name!r}; choose one of {sorted(loaders)}")

@@ -250,6 +250,11 @@ def setup_potential(
             f"{owner}: with `potential_fn`, pass `init_params` to MCMC.run (they fix the shape "
             "of every leaf)."
         )
+    if options.window is not None:
+        raise ValueError(
+            f"{owner}: the window option names model sites; with potential_fn give the window "
+            "in the domain, Integer(window=...)."
+        )
     values, treedef = jax.tree.flatten(init_params)
     leaves = leaf_specs_for_potential(domain, treedef, len(values), _leaf_names(init_params))
     shapes = tuple(
@@ -284,6 +289,7 @@ def setup_model(
             "distributions and parameters."
         ) from error
     leaves = leaf_specs_for_model(owner, model_trace, options.exact_names)
+    leaves = site_rules.with_windows(owner, leaves, options.window)
     minibatch = subsample_plates(model_trace)
     if minibatch:
         site_rules.check_minibatch(

@@ -171,6 +171,11 @@ def setup_potential(
             f"{owner}: with `potential_fn`, pass `initial_params` to MCMC (they fix the shape "
             "of every site)."
         )
+    if options.window is not None:
+        raise ValueError(
+            f"{owner}: the window option names model sites; with potential_fn give the window "
+            "in the domain, Integer(window=...)."
+        )
     leaves = leaf_specs_for_potential(domain, sorted(given))
     start = {}
     for spec in leaves:
@@ -204,6 +209,7 @@ def setup_model(
     model_trace = trace_model(model, args, kwargs)
     check_model_trace(owner, model_trace)
     leaves = leaf_specs_for_model(owner, model_trace, options.exact_names)
+    leaves = site_rules.with_windows(owner, leaves, options.window)
     site_rules.check_windowed_sites(
         owner,
         sampler.windowed_domains,

@@ -459,7 +459,7 @@ class DMALA(DLPSampler):
     target_accept_prob: float = 0.574
     metropolis: ClassVar[bool] = True
     name: ClassVar[str] = "DMALA"
-    site_options: ClassVar[tuple[str, ...]] = ("exact_sites", "preconditioner")
+    site_options: ClassVar[tuple[str, ...]] = ("exact_sites", "preconditioner", "window")
     rule: StepSizeAdaptation = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

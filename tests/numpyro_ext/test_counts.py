@@ -159,3 +159,51 @@ def test_exact_differences_of_a_count_site_are_refused():
             num_samples=1,
             progress_bar=False,
         ).run(jax.random.key(0))
+
+
+def test_the_window_option_sets_a_count_site_s_window():
+    """``window={"N": 3}`` on a model site: moves of up to 3 (never more), the posterior kept."""
+    mean, _ = population_exact()
+    mcmc = MCMC(
+        nx.DMALA(population_model, window={"N": 3}),
+        num_warmup=300,
+        num_samples=1500,
+        num_chains=2,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(3), init_params={"N": jnp.array([10, 20])})
+    n = np.asarray(mcmc.get_samples(group_by_chain=True)["N"], dtype=np.int64)
+    jumps = np.abs(np.diff(n, axis=1))
+    assert jumps.max() == 3  # a window of 1 never moves by more than 1
+    assert_mc_close(n[..., None].astype(np.float64), np.array([mean]))
+
+
+@pytest.mark.parametrize(
+    ("window", "message"),
+    [
+        ({"y": 2}, r"DMALA: window: \['y'\] are not discrete latent sites"),
+        (0, r"DMALA: window 0: .*integer >= 1"),
+        ({"N": 1.5}, r"DMALA: window 1.5: .*integer >= 1"),
+    ],
+)
+def test_a_bad_window_option_is_refused(window, message):
+    with pytest.raises(ValueError, match=message):
+        MCMC(nx.DMALA(population_model, window=window), num_warmup=1, num_samples=1).run(
+            jax.random.key(0)
+        )
+
+
+def test_the_window_option_refuses_a_finite_site_and_potential_mode():
+    def model():
+        numpyro.sample("b", dist.Bernoulli(0.5))
+        numpyro.sample("n", dist.Poisson(3.0))
+
+    with pytest.raises(ValueError, match="window names site 'b'.*count sites"):
+        MCMC(nx.DULA(model, window={"b": 2}), num_warmup=1, num_samples=1).run(jax.random.key(0))
+    with pytest.raises(ValueError, match="Integer\\(window=...\\)"):
+        MCMC(
+            nx.DMALA(potential_fn=lambda z: jnp.sum(z["n"]), domain=nx.Integer(), window=2),
+            num_warmup=1,
+            num_samples=1,
+        ).run(jax.random.key(0), init_params={"n": jnp.array([1])})
