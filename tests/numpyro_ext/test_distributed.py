@@ -10,6 +10,10 @@ from tests.numpyro_ext.distributed_worker import work
 
 WORKER = "tests.numpyro_ext.distributed_worker"
 
+#: several processes each: CI runs them in a step of their own (-m multiprocess), outside
+#: the default run
+pytestmark = pytest.mark.multiprocess
+
 
 def test_two_processes_make_the_one_process_draws_and_training():
     outputs = run_processes(WORKER, 2, timeout_s=240)
@@ -29,7 +33,6 @@ def test_two_processes_make_the_one_process_draws_and_training():
         np.testing.assert_allclose(result["gap"], one["gap"], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.slow
 def test_a_process_that_dies_ends_the_other_with_an_error():
     first, second = run_processes(WORKER, 2, "die", timeout_s=120)
     assert second.returncode == 3

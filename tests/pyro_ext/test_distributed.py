@@ -15,6 +15,10 @@ from tests.pyro_ext.distributed_worker import work
 
 WORKER = "tests.pyro_ext.distributed_worker"
 
+#: several processes each: CI runs them in a step of their own (-m multiprocess), outside
+#: the default run; the worker processes choose their own device (cpu_only)
+pytestmark = [pytest.mark.multiprocess, pytest.mark.cpu_only]
+
 
 def one_process_step(rank: int, size: int) -> np.ndarray:
     """The worker's RBM after one SGD step on process ``rank``'s share alone, no averaging."""
@@ -46,7 +50,6 @@ def test_two_processes_make_the_one_process_draws_and_average_the_gradients():
     assert not np.allclose(one["weights"], mean_step, atol=1e-4)  # the averaging is seen
 
 
-@pytest.mark.slow
 def test_a_process_that_dies_ends_the_other_with_an_error():
     first, second = run_processes(WORKER, 2, "die", timeout_s=120)
     assert second.returncode == 3
