@@ -283,15 +283,19 @@ class _RBMCoupling:
         return core.rbm_gibbs_step(params, eta, u_v1, u_h1), eta
 
     def step(self, t: int, xi, eta):
-        chains, m = self.batch.shape
+        rows, m = xi.visible.shape  # the working set (compaction)
         n = self.params.weights.shape[1]
-        noise = _ucd_step_noise(t, chains, m, n, self.method.max_tries, self.batch.device)
+        noise = _ucd_step_noise(t, rows, m, n, self.method.max_tries, self.batch.device)
         xi, eta, info = core.rbm_coupled_gibbs_step(self.params, xi, eta, *noise)
         return xi, eta, info.rejections, info.capped
 
     @staticmethod
     def same(xi, eta) -> torch.Tensor:
         return core.same_state(xi.visible, eta.visible) & core.same_state(xi.hidden, eta.hidden)
+
+    @staticmethod
+    def take(state, rows: torch.Tensor):
+        return core.RBMState(state.visible[rows], state.hidden[rows])
 
     @staticmethod
     def visible(state) -> torch.Tensor:
@@ -353,13 +357,19 @@ class _KernelCoupling:
     def same(self, xi, eta) -> torch.Tensor:
         return core.same_state(self.visible(xi), self.visible(eta))
 
+    @staticmethod
+    def take(states: list, rows: torch.Tensor) -> list:
+        return [states[i] for i in rows.tolist()]
+
     def visible(self, states) -> torch.Tensor:
         return torch.stack([s.x[0] for s in states]).to(self.batch.dtype)
 
 
 def _ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):
     """UCD's surrogate for the model term (its gradient estimates ``E_model[grad E]``
-    unbiasedly) and the meeting statistics."""
+    unbiasedly) and the meeting statistics. After step ``k`` only the pairs still apart are
+    stepped, in working sets of the sizes :func:`discrete_kernels.ebm.ucd_compaction_capacities`
+    gives (as the JAX trainer: same noise shapes)."""
     chains = batch.shape[0]
     coupling: Any
     if method.coupling is None or isinstance(method.coupling, BlockGibbs):
@@ -372,9 +382,10 @@ def _ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):
     if k == 0:
         surrogate = surrogate + energy(batch).sum() / chains
     met = coupling.same(xi, eta)
-    tau = torch.where(met, 1, 0)
-    rejections = torch.zeros(chains, dtype=torch.int32, device=batch.device)
+    tau_sum = int(met.sum())
+    rejections = torch.zeros((), dtype=torch.int64, device=batch.device)
     tries_capped, t = 0, 1
+    capacities = list(core.ucd_compaction_capacities(chains))
     while True:
         w_xi, w_eta = core.ucd_weights(t, k, met)
         if bool((w_xi != 0).any() | (w_eta != 0).any()):
@@ -383,18 +394,23 @@ def _ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):
             surrogate = surrogate + term.sum() / chains
         if (t >= k and bool(met.all())) or t >= method.max_time:
             break
+        apart = int((~met).sum())
+        while t >= k and len(capacities) > 1 and apart <= capacities[1]:
+            capacities.pop(0)  # gather the pairs still apart into the next working set
+            order = core.ucd_compaction_order(met, capacities[0])
+            xi, eta, met = coupling.take(xi, order), coupling.take(eta, order), met[order]
         t += 1
         xi, eta, step_rejections, capped = coupling.step(t, xi, eta)
         newly = ~met & coupling.same(xi, eta)
-        tau = torch.where(newly, t, tau)
-        rejections = rejections + torch.where(met, 0, step_rejections)
+        tau_sum += t * int(newly.sum())
+        rejections = rejections + torch.where(met, 0, step_rejections).sum()
         tries_capped += int((~met & capped).sum())
         met = met | newly
-    tau = torch.where(met, tau, t)
+    tau_sum += t * int((~met).sum())  # pairs stopped at max_time count t
     info_out = {
-        "meeting_time": float(tau.float().mean()),
+        "meeting_time": tau_sum / chains,
         "time_capped": int((~met).sum()),
-        "rejections": float(rejections.float().mean()),
+        "rejections": float(rejections) / chains,
         "tries_capped": tries_capped,
     }
     return surrogate, info_out

@@ -162,6 +162,13 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
     ]
     stacked = [np.stack([s[j] for s in steps]) for j in range(5)]
     method = core.UCD(k=1, max_time=max_time, max_tries=tries)
+    assert len(core.ucd_compaction_capacities(chains)) > 1  # the working set shrinks
+
+    def rows_of(arrays, rows, lead=0):
+        """The first ``rows`` rows of a step's uniforms (the working set's size); ``lead``
+        leading axes (the stacked steps) come first."""
+        axes = (0, 0, 1, 1, 0)
+        return tuple(np.take(a, np.arange(rows), axis=ax + lead) for a, ax in zip(arrays, axes))
 
     # torch
     monkeypatch.setattr(
@@ -172,7 +179,9 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
     monkeypatch.setattr(
         ebm,
         "_ucd_step_noise",
-        lambda t, c, m_, n_, k_, device=None: tuple(torch.as_tensor(a) for a in steps[t]),
+        lambda t, c, m_, n_, k_, device=None: tuple(
+            torch.as_tensor(a) for a in rows_of(steps[t], c)
+        ),
     )
     rbm = ebm.RBM(m, n)
     with torch.no_grad():
@@ -190,7 +199,10 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
     monkeypatch.setattr(
         nebm,
         "_ucd_step_noise",
-        lambda key, t, c, m_, n_, k_: (key, tuple(jnp.asarray(a)[t] for a in stacked)),
+        lambda key, t, c, m_, n_, k_: (
+            key,
+            tuple(jnp.asarray(a)[t] for a in rows_of(stacked, c, lead=1)),
+        ),
     )
     params = core.RBMParams(jnp.asarray(weights), jnp.asarray(vb), jnp.asarray(hb))
     value, j_grad, j_info = nebm._ucd_negative(
