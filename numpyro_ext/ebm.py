@@ -540,7 +540,7 @@ def _ucd_negative(method: UCD, energy: Any, params, batch, key):
         if stage > 0:  # gather the pairs still apart into a working set of this size
             t, xi, eta, met, *rest = carry
             order = core.ucd_compaction_order(met, capacity)
-            xi, eta = (jax.tree.map(lambda a: a[order], s) for s in (xi, eta))
+            xi, eta = _take_rows(xi, order), _take_rows(eta, order)
             carry = (t, xi, eta, met[order], *rest)
 
         def keep_going(carry, following=following):
@@ -559,6 +559,11 @@ def _ucd_negative(method: UCD, energy: Any, params, batch, key):
         "tries_capped": tries_capped,
     }
     return value, grad, info
+
+
+def _take_rows(state: Any, rows: jax.Array) -> Any:
+    """Rows ``rows`` of every leaf of a batch of chain states (leading chain axis)."""
+    return jax.tree.map(lambda leaf: leaf[rows], state)
 
 
 def _ucd_start_noise(key: jax.Array, chains: int, m: int, n: int) -> tuple:

@@ -178,23 +178,6 @@ def _site_gibbs(energy: nn.Module, x: torch.Tensor, num_steps: int) -> torch.Ten
     return x
 
 
-def _binary_kernel(kernel: DiscreteKernel, energy: nn.Module, x: torch.Tensor):
-    """``(spec, sites, shapes, like, local_fn)`` of ``kernel`` on chains of ``x`` (C, d)."""
-    spec = kernel.spec
-    dim = x.shape[-1]
-    sites = Sites(("x",), (dk.Binary(),), (False,))
-    spec.check_sites(sites, dim)
-    like = torch.ones((), dtype=x.dtype, device=x.device)
-
-    def local_fn(leaves: tuple) -> tuple:
-        z = leaves[0].to(x.dtype).detach().requires_grad_(True)
-        f = -energy(z[None])[0]
-        (g,) = torch.autograd.grad(f, z)
-        return f.detach(), (g,)
-
-    return spec, sites, spec.noise_shapes(sites, [(dim,)]), like, local_fn
-
-
 def _kernel_steps(
     kernel: DiscreteKernel,
     energy: nn.Module,
@@ -203,29 +186,67 @@ def _kernel_steps(
     schedule: Callable | None = None,
     num_warmup: int = 0,
 ):
-    """``num_steps`` steps of ``kernel``'s spec on each chain (a Python loop over chains):
-    ``(x, mean accept_prob, final adaptation states)``. ``schedule(i) -> StepParameters``
-    replaces the spec's parameters (and its adaptation); ``num_warmup`` is passed to the
-    spec's adaptation."""
-    spec, sites, shapes, like, local_fn = _binary_kernel(kernel, energy, x)
-    dim = x.shape[-1]
+    """``num_steps`` steps of ``kernel``'s spec on each chain of ``x`` (C, d), all chains at
+    once: the spec's one-chain step (and its adaptation) is vectorised over the chains with
+    ``torch.func.vmap`` and the energy's input gradient taken with ``torch.func``. Returns
+    ``(x, mean accept_prob, adaptation states)`` (the states batched over the chains).
+    ``schedule(i) -> StepParameters`` replaces the spec's parameters (and its adaptation);
+    ``num_warmup`` is passed to the spec's adaptation."""
+    spec = kernel.spec
+    chains, dim = x.shape
+    sites = Sites(("x",), (dk.Binary(),), (False,))
+    spec.check_sites(sites, dim)
+    like = torch.ones((), dtype=x.dtype, device=x.device)
+    shapes = spec.noise_shapes(sites, [(dim,)])
+    if shapes.permutation:
+        raise ValueError(f"{type(kernel).__name__}: kernels with permutation noise cannot train.")
     phases = spec.phases(num_warmup, PYTHON_CONTROL)
-    out, adapts = [], []
-    accept = torch.zeros_like(like)  # summed on the device: no host read per step
-    for chain_x in x.to(torch.long):
-        adapt = spec.adapt_init(like, num_warmup, sites, dim, PYTHON_CONTROL)
-        adapt = start_phases(phases, adapt)
+
+    def log_density(z: torch.Tensor) -> torch.Tensor:
+        return -energy(z[None])[0]
+
+    gradient_and_value = torch.func.grad_and_value(log_density)
+
+    def local_fn(leaves: tuple) -> tuple:
+        g, f = gradient_and_value(leaves[0].to(x.dtype))
+        return f, (g,)
+
+    # every step's noise, drawn at once: (C, num_steps, ...) per uniform leaf
+    sizes = [math.prod(shape) for shape in shapes.uniforms]
+    flat = torch.rand(chains, num_steps, sum(sizes) + 1, dtype=x.dtype, device=x.device)
+    uniforms = tuple(
+        u.reshape(chains, num_steps, *shape)
+        for u, shape in zip(flat[..., :-1].split(sizes, dim=-1), shapes.uniforms)
+    )
+    normals = None
+    if shapes.num_normals:
+        normals = torch.randn(chains, num_steps, shapes.num_normals, dtype=x.dtype, device=x.device)
+
+    def one_chain(chain_x, chain_uniforms, chain_accept, chain_normals):
+        adapt = start_phases(phases, spec.adapt_init(like, num_warmup, sites, dim, PYTHON_CONTROL))
         chain = spec.init((chain_x,), local_fn)
+        accept = torch.zeros_like(like)
         for i in range(num_steps):
+            noise = dk.StepNoise(
+                tuple(u[i] for u in chain_uniforms),
+                chain_accept[i],
+                None if chain_normals is None else chain_normals[i],
+                None,
+            )
             params = spec.parameters(adapt) if schedule is None else schedule(i)
-            chain, info = spec.step(chain, draw_noise(shapes, like), params, adapt, sites, local_fn)
+            chain, info = spec.step(chain, noise, params, adapt, sites, local_fn)
             if schedule is None:
                 control = PYTHON_CONTROL._replace(step=i)
                 adapt = run_phases(phases, adapt, Feedback(info, params, chain, i), control)
             accept = accept + info.accept_prob
-        out.append(chain.x[0])
-        adapts.append(adapt)
-    return torch.stack(out).to(x.dtype), accept / (len(out) * num_steps), adapts
+        return chain.x[0], accept / num_steps, adapt
+
+    in_dims = (0, 0, 0, None if normals is None else 0)
+    with torch.no_grad():  # no graph to the parameters (torch.func.grad still differentiates)
+        xs, accept, adapts = torch.func.vmap(one_chain, in_dims=in_dims, randomness="error")(
+            x.to(torch.long), uniforms, flat[..., -1], normals
+        )
+    return xs.to(x.dtype), accept.mean(), adapts
 
 
 def _acs_pcd_steps(kernel: DiscreteKernel, energy: nn.Module, state: ACSPCDState, num_steps: int):
@@ -238,9 +259,7 @@ def _acs_pcd_steps(kernel: DiscreteKernel, energy: nn.Module, state: ACSPCDState
     if schedule.tunes and bool(schedule.retunes(state.iteration)):
         tuning = schedule.tuning_steps
         samples, accept, adapts = _kernel_steps(kernel, energy, state.buffer, tuning, None, tuning)
-        alpha_max, alpha_min = schedule.tuned_bounds(
-            torch.stack([a.alpha_max for a in adapts]), torch.stack([a.alpha_min for a in adapts])
-        )
+        alpha_max, alpha_min = schedule.tuned_bounds(adapts.alpha_max, adapts.alpha_min)
     else:
 
         def step_parameters(i: int):
