@@ -47,16 +47,17 @@ def time_kernel(name: str, args: argparse.Namespace, data: np.ndarray) -> dict:
     jax_method = core.PCD(sampler=jax_kernel(), num_chains=args.chains)
     torch_method = core.PCD(sampler=torch_kernel(), num_chains=args.chains)
     torch_rbm = tebm.RBM(16, 16)
+    optimizer = optax.sgd(0.01)  # one object: the trainer's compiled update is cached on it
     with torch.no_grad():
         for target, value in zip(torch_rbm.rbm_params(), params):
-            target.copy_(torch.as_tensor(np.asarray(value)))
+            target.copy_(torch.as_tensor(np.array(value)))
 
     def run_jax(seed: int, length: int) -> None:
         result = jebm.train(
             rbm,
             params,
             jnp.asarray(data),
-            optimizer=optax.sgd(0.01),
+            optimizer=optimizer,
             method=jax_method,
             num_steps=length,
             batch_size=args.chains,
