@@ -239,7 +239,8 @@ def _kernel_steps(
                 control = PYTHON_CONTROL._replace(step=i)
                 adapt = run_phases(phases, adapt, Feedback(info, params, chain, i), control)
             accept = accept + info.accept_prob
-        return chain.x[0], accept / num_steps, adapt
+        # the adaptation states only where a tuning run reads them (some hold None)
+        return chain.x[0], accept / num_steps, adapt if num_warmup else accept
 
     in_dims = (0, 0, 0, None if normals is None else 0)
     with torch.no_grad():  # no graph to the parameters (torch.func.grad still differentiates)
