@@ -234,3 +234,61 @@ def test_acs_pcd_runs_the_app_b_schedule():
     # inside the range where the step size changes a binary proposal (dlp_step_size_bounds)
     assert 1e-3 <= float(state.alpha_min) <= float(state.alpha_max) <= 1e3
     assert np.all(np.isfinite(result.history["energy_gap"]))
+
+
+@pytest.mark.parametrize("kernel", [px.GWG(), px.DMALA(step_size=0.7)], ids=["GWG", "DMALA"])
+def test_batched_kernel_steps_equal_the_one_chain_step(kernel):
+    """The trainer's vmapped steps of all chains give, chain by chain, what the spec's
+    one-chain step gives on the same noise (every step's uniforms are drawn at once, (C,
+    steps, ...), then the MH uniform)."""
+    from discrete_kernels import PYTHON_CONTROL, Binary, ChainState, Sites, StepNoise
+
+    torch.manual_seed(0)
+    energy = ebm.RBM(6, 3, scale=1.0)
+    x = (torch.rand(5, 6) < 0.5).float()
+    steps = 3
+    torch.manual_seed(1)
+    batched, _, _ = ebm._kernel_steps(kernel, energy, x, steps)
+    spec = kernel.spec
+    sites = Sites(("x",), (Binary(),), (False,))
+    like = torch.ones(())
+    adapt = spec.adapt_init(like, 0, sites, 6, PYTHON_CONTROL)
+    shapes = spec.noise_shapes(sites, [(6,)])
+    size = sum(int(np.prod(s)) for s in shapes.uniforms)
+    torch.manual_seed(1)
+    flat = torch.rand(5, steps, size + 1)
+
+    def local_fn(leaves):
+        z = leaves[0].float().detach().requires_grad_(True)
+        f = -energy(z[None])[0]
+        (g,) = torch.autograd.grad(f, z)
+        return f.detach(), (g,)
+
+    for c in range(5):
+        chain = ChainState((x[c].long(),), *local_fn((x[c].long(),)))
+        for i in range(steps):
+            pieces = flat[c, i, :-1].split([int(np.prod(s)) for s in shapes.uniforms])
+            uniforms = tuple(p.reshape(s) for p, s in zip(pieces, shapes.uniforms))
+            noise = StepNoise(uniforms, flat[c, i, -1], None, None)
+            chain, _ = spec.step(chain, noise, spec.parameters(adapt), adapt, sites, local_fn)
+        np.testing.assert_array_equal(batched[c].numpy(), chain.x[0].float().numpy())
+    assert not torch.equal(batched, x)  # the chains moved
+
+
+def test_ucd_steps_only_the_pairs_still_apart(monkeypatch):
+    """The coupled steps run on working sets that shrink as pairs meet: far fewer pair-steps
+    than pairs times steps."""
+    torch.manual_seed(0)
+    rows = []
+    draw = ebm._ucd_step_noise
+
+    def recording(t, chains, *rest, **kwargs):
+        rows.append(chains)
+        return draw(t, chains, *rest, **kwargs)
+
+    monkeypatch.setattr(ebm, "_ucd_step_noise", recording)
+    rbm = ebm.RBM(16, 16, scale=1.0)
+    batch = torch.as_tensor(bars_and_stripes()).repeat(20, 1)  # 600 pairs
+    _, info = ebm._ucd_negative(ebm.UCD(k=1, max_time=10_000), rbm, batch)
+    assert rows[0] == 600 and rows[-1] < 600 and rows == sorted(rows, reverse=True)
+    assert sum(rows) < 0.5 * 600 * len(rows), (sum(rows), len(rows), info)
