@@ -510,8 +510,8 @@ def _ucd_negative(method: UCD, energy: Any, params, batch, key):
     value, grad = value + v1, jax.tree.map(jnp.add, grad, g1)
     zero = jnp.zeros((), jnp.int32)
     # totals over the pairs: meeting times of the met ones, rejections, capped tries
-    carry = (jnp.asarray(1), first, start, met, value, grad, jnp.sum(met).astype(jnp.int32))
-    carry = (*carry, zero, zero, key)
+    carry: tuple = (jnp.asarray(1), first, start, met, value, grad)
+    carry = (*carry, jnp.sum(met).astype(jnp.int32), zero, zero, key)
     capacities = core.ucd_compaction_capacities(chains)
 
     def body(carry):
