@@ -31,7 +31,7 @@ def ucd_weights(t: int | Array, k: int, met: Array) -> tuple[Array, Array]:
     return correcting + xp.astype(step == k, xp.float32), correcting
 
 
-def ucd_compaction_capacities(num_pairs: int, shrink: int = 4, smallest: int = 8) -> tuple:
+def ucd_compaction_capacities(num_pairs: int, shrink: int = 8, smallest: int = 8) -> tuple:
     """Working-set sizes of UCD's coupled loop: ``num_pairs``, then ``num_pairs // shrink``,
     ... while at least ``smallest``.
 
@@ -40,8 +40,10 @@ def ucd_compaction_capacities(num_pairs: int, shrink: int = 4, smallest: int = 8
     pairs are still apart, those pairs are gathered (:func:`ucd_compaction_order`) into a
     working set of that size and the others dropped. The estimate is unchanged in law (each
     pair still runs until it meets, on fresh noise), and the work is about the sum of the
-    pairs' meeting times instead of ``num_pairs`` times the largest. Static sizes, so a jitted
-    loop compiles once per size; both trainers use the same sizes (same noise shapes).
+    pairs' meeting times instead of ``num_pairs`` times the largest (a fixed cost per step
+    remains, times the largest meeting time). Static sizes, so a jitted loop compiles once per
+    size (few sizes: the compile time grows with their number); both trainers use the same
+    sizes (same noise shapes).
     """
     capacities = [int(num_pairs)]
     while capacities[-1] // shrink >= smallest:

@@ -292,7 +292,7 @@ def test_site_gibbs_update_leaves_the_target_invariant():
 
 
 def test_ucd_compaction_keeps_the_pairs_still_apart_first():
-    assert ebm.ucd_compaction_capacities(1000) == (1000, 250, 62, 15)
+    assert ebm.ucd_compaction_capacities(1000) == (1000, 125, 15)
     assert ebm.ucd_compaction_capacities(20) == (20,)
     met = np.array([True, False, True, False, False, True])
     order = ebm.ucd_compaction_order(met, 4)

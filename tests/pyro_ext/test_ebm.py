@@ -145,7 +145,7 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
     from numpyro_ext import ebm as nebm
 
     rng = np.random.default_rng(0)
-    m, n, chains, tries, max_time = 6, 4, 50, 8, 40
+    m, n, chains, tries, max_time = 6, 4, 80, 8, 40
     weights = rng.normal(scale=0.8, size=(m, n)).astype(np.float32)
     vb = rng.normal(scale=0.3, size=m).astype(np.float32)
     hb = rng.normal(scale=0.3, size=n).astype(np.float32)
