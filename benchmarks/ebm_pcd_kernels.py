@@ -96,9 +96,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--chains", type=int, default=100)
     parser.add_argument("--kernels", default="DMALA,GWG,AB,ACS")
+    parser.add_argument(
+        "--torch-threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)  # a busy machine: no spinning thread pool
     if args.quick:
         args.iterations, args.repeats, args.kernels = 5, 1, "DMALA"
     data = core.bars_and_stripes()
@@ -112,7 +117,8 @@ def main() -> None:
         [
             f"PCD, RBM 16x16, {args.chains} chains, one step per iteration, {args.iterations} "
             f"iterations per call, median of {args.repeats} interleaved repeats; load "
-            f"average {os.getloadavg()[0]:.1f} at the end.",
+            f"average {os.getloadavg()[0]:.1f} at the end; torch threads "
+            f"{torch.get_num_threads()}.",
             "",
             "| kernel | JAX ms/it | torch ms/it | torch / JAX |",
             "| --- | --- | --- | --- |",

@@ -102,9 +102,14 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument(
+        "--torch-threads", type=int, default=0, help="torch.set_num_threads (0: torch's default)"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)  # a busy machine: no spinning thread pool
     if args.quick:
         args.iterations, args.repeats = 5, 2
     rows = []
@@ -137,7 +142,7 @@ def main() -> None:
         [
             f"RBM 16x16 on bars-and-stripes, batch {args.batch}, {args.iterations} iterations "
             f"per call, median of {args.repeats} interleaved repeats; load average "
-            f"{load:.1f} at the end.",
+            f"{load:.1f} at the end; torch threads {torch.get_num_threads()}.",
             "",
             "| model | trainer | CD-1 ms/it | UCD ms/it | UCD / CD-1 | mean meeting time |",
             "| --- | --- | --- | --- | --- | --- |",
