@@ -431,7 +431,8 @@ def _rbm_coupling(method: UCD, params, batch) -> _Coupling:
         return key, core.rbm_gibbs_step(params, eta, u_v1, u_h1), eta
 
     def step(key, t, xi, eta):
-        key, noise = _ucd_step_noise(key, t, chains, m, n, method.max_tries)
+        rows = xi.visible.shape[0]  # the working set (compaction)
+        key, noise = _ucd_step_noise(key, t, rows, m, n, method.max_tries)
         xi, eta, info = core.rbm_coupled_gibbs_step(params, xi, eta, *noise)
         return key, xi, eta, info.rejections, info.capped
 
@@ -466,9 +467,10 @@ def _kernel_coupling(kernel: DiscreteKernel, energy, params, batch) -> _Coupling
         return xi, eta
 
     def step(key, t, xi, eta):
+        rows = xi.x[0].shape[0]  # the working set (compaction)
         key, key_step = random.split(key)
-        xi, eta = jax.vmap(coupled)(xi, eta, random.split(key_step, chains))
-        zeros = jnp.zeros((chains,), jnp.int32)
+        xi, eta = jax.vmap(coupled)(xi, eta, random.split(key_step, rows))
+        zeros = jnp.zeros((rows,), jnp.int32)
         return key, xi, eta, zeros, zeros.astype(bool)
 
     def same(xi, eta):
@@ -479,7 +481,11 @@ def _kernel_coupling(kernel: DiscreteKernel, energy, params, batch) -> _Coupling
 
 def _ucd_negative(method: UCD, energy: Any, params, batch, key):
     """UCD's estimate of ``E_model[grad E]`` (and ``E_model[E]``) from coupled chains started
-    at ``batch``; statistics of the meeting times and caps."""
+    at ``batch``; statistics of the meeting times and caps.
+
+    After step ``k`` only the pairs still apart are stepped: the loop runs on working sets of
+    the sizes :func:`discrete_kernels.ebm.ucd_compaction_capacities` gives, gathering the
+    pairs still apart into the next size as soon as they fit (met pairs add nothing more)."""
     chains = batch.shape[0]
     if method.coupling is None or isinstance(method.coupling, BlockGibbs):
         coupling = _rbm_coupling(method, params, batch)
@@ -502,59 +508,62 @@ def _ucd_negative(method: UCD, energy: Any, params, batch, key):
     w_xi, w_eta = core.ucd_weights(1, k, met)
     v1, g1 = weighted_grad(coupling.visible(first), coupling.visible(start), w_xi, w_eta)
     value, grad = value + v1, jax.tree.map(jnp.add, grad, g1)
-    tau = jnp.where(met, 1, 0)
-    carry = (
-        jnp.asarray(1),
-        first,
-        start,
-        met,
-        tau,
-        value,
-        grad,
-        jnp.zeros((chains,), jnp.int32),
-        jnp.zeros((), jnp.int32),
-        key,
-    )
-
-    def keep_going(carry):
-        t, _, _, met, *_ = carry
-        return (t < method.max_time) & ((t < k) | ~jnp.all(met))
+    zero = jnp.zeros((), jnp.int32)
+    # totals over the pairs: meeting times of the met ones, rejections, capped tries
+    carry: tuple = (jnp.asarray(1), first, start, met, value, grad)
+    carry = (*carry, jnp.sum(met).astype(jnp.int32), zero, zero, key)
+    capacities = core.ucd_compaction_capacities(chains)
 
     def body(carry):
-        t, xi, eta, met, tau, value, grad, rejections, tries_capped, key = carry
+        t, xi, eta, met, value, grad, tau_sum, rejections, tries_capped, key = carry
         t = t + 1
         key, xi, eta, step_rejections, capped = coupling.step(key, t, xi, eta)
         newly = ~met & coupling.same(xi, eta)
         met_now = met | newly
-        tau = jnp.where(newly, t, tau)
         w_xi, w_eta = core.ucd_weights(t, k, met_now)
         v, g = weighted_grad(coupling.visible(xi), coupling.visible(eta), w_xi, w_eta)
-        rejections = rejections + jnp.where(met, 0, step_rejections)
-        tries_capped = tries_capped + jnp.sum(~met & capped)
         return (
             t,
             xi,
             eta,
             met_now,
-            tau,
             value + v,
             jax.tree.map(jnp.add, grad, g),
-            rejections,
-            tries_capped,
+            tau_sum + t * jnp.sum(newly),
+            rejections + jnp.sum(jnp.where(met, 0, step_rejections)),
+            tries_capped + jnp.sum(~met & capped),
             key,
         )
 
-    t, _, _, met, tau, value, grad, rejections, tries_capped, _ = jax.lax.while_loop(
-        keep_going, body, carry
-    )
-    tau = jnp.where(met, tau, t)
+    for stage, capacity in enumerate(capacities):
+        following = capacities[stage + 1] if stage + 1 < len(capacities) else 0
+        if stage > 0:  # gather the pairs still apart into a working set of this size
+            t, xi, eta, met, *rest = carry
+            order = core.ucd_compaction_order(met, capacity)
+            xi, eta = _take_rows(xi, order), _take_rows(eta, order)
+            carry = (t, xi, eta, met[order], *rest)
+
+        def keep_going(carry, following=following):
+            t, _, _, met, *_ = carry
+            apart = jnp.sum(~met)
+            return (t < method.max_time) & ((t < k) | (apart > following))
+
+        carry = jax.lax.while_loop(keep_going, body, carry)
+
+    t, _, _, met, value, grad, tau_sum, rejections, tries_capped, _ = carry
+    tau_sum = tau_sum + t * jnp.sum(~met)  # pairs stopped at max_time count t
     info = {
-        "meeting_time": jnp.mean(tau.astype(jnp.float32)),
+        "meeting_time": tau_sum.astype(jnp.float32) / chains,
         "time_capped": jnp.sum(~met),
-        "rejections": jnp.mean(rejections.astype(jnp.float32)),
+        "rejections": rejections.astype(jnp.float32) / chains,
         "tries_capped": tries_capped,
     }
     return value, grad, info
+
+
+def _take_rows(state: Any, rows: jax.Array) -> Any:
+    """Rows ``rows`` of every leaf of a batch of chain states (leading chain axis)."""
+    return jax.tree.map(lambda leaf: leaf[rows], state)
 
 
 def _ucd_start_noise(key: jax.Array, chains: int, m: int, n: int) -> tuple:

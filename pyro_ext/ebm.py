@@ -178,23 +178,6 @@ def _site_gibbs(energy: nn.Module, x: torch.Tensor, num_steps: int) -> torch.Ten
     return x
 
 
-def _binary_kernel(kernel: DiscreteKernel, energy: nn.Module, x: torch.Tensor):
-    """``(spec, sites, shapes, like, local_fn)`` of ``kernel`` on chains of ``x`` (C, d)."""
-    spec = kernel.spec
-    dim = x.shape[-1]
-    sites = Sites(("x",), (dk.Binary(),), (False,))
-    spec.check_sites(sites, dim)
-    like = torch.ones((), dtype=x.dtype, device=x.device)
-
-    def local_fn(leaves: tuple) -> tuple:
-        z = leaves[0].to(x.dtype).detach().requires_grad_(True)
-        f = -energy(z[None])[0]
-        (g,) = torch.autograd.grad(f, z)
-        return f.detach(), (g,)
-
-    return spec, sites, spec.noise_shapes(sites, [(dim,)]), like, local_fn
-
-
 def _kernel_steps(
     kernel: DiscreteKernel,
     energy: nn.Module,
@@ -203,29 +186,68 @@ def _kernel_steps(
     schedule: Callable | None = None,
     num_warmup: int = 0,
 ):
-    """``num_steps`` steps of ``kernel``'s spec on each chain (a Python loop over chains):
-    ``(x, mean accept_prob, final adaptation states)``. ``schedule(i) -> StepParameters``
-    replaces the spec's parameters (and its adaptation); ``num_warmup`` is passed to the
-    spec's adaptation."""
-    spec, sites, shapes, like, local_fn = _binary_kernel(kernel, energy, x)
-    dim = x.shape[-1]
+    """``num_steps`` steps of ``kernel``'s spec on each chain of ``x`` (C, d), all chains at
+    once: the spec's one-chain step (and its adaptation) is vectorised over the chains with
+    ``torch.func.vmap`` and the energy's input gradient taken with ``torch.func``. Returns
+    ``(x, mean accept_prob, adaptation states)`` (the states batched over the chains).
+    ``schedule(i) -> StepParameters`` replaces the spec's parameters (and its adaptation);
+    ``num_warmup`` is passed to the spec's adaptation."""
+    spec = kernel.spec
+    chains, dim = x.shape
+    sites = Sites(("x",), (dk.Binary(),), (False,))
+    spec.check_sites(sites, dim)
+    like = torch.ones((), dtype=x.dtype, device=x.device)
+    shapes = spec.noise_shapes(sites, [(dim,)])
+    if shapes.permutation:
+        raise ValueError(f"{type(kernel).__name__}: kernels with permutation noise cannot train.")
     phases = spec.phases(num_warmup, PYTHON_CONTROL)
-    out, adapts = [], []
-    accept = torch.zeros_like(like)  # summed on the device: no host read per step
-    for chain_x in x.to(torch.long):
-        adapt = spec.adapt_init(like, num_warmup, sites, dim, PYTHON_CONTROL)
-        adapt = start_phases(phases, adapt)
+
+    def log_density(z: torch.Tensor) -> torch.Tensor:
+        return -energy(z[None])[0]
+
+    gradient_and_value = torch.func.grad_and_value(log_density)
+
+    def local_fn(leaves: tuple) -> tuple:
+        g, f = gradient_and_value(leaves[0].to(x.dtype))
+        return f, (g,)
+
+    # every step's noise, drawn at once: (C, num_steps, ...) per uniform leaf
+    sizes = [math.prod(shape) for shape in shapes.uniforms]
+    flat = torch.rand(chains, num_steps, sum(sizes) + 1, dtype=x.dtype, device=x.device)
+    uniforms = tuple(
+        u.reshape(chains, num_steps, *shape)
+        for u, shape in zip(flat[..., :-1].split(sizes, dim=-1), shapes.uniforms)
+    )
+    normals = None
+    if shapes.num_normals:
+        normals = torch.randn(chains, num_steps, shapes.num_normals, dtype=x.dtype, device=x.device)
+
+    def one_chain(chain_x, chain_uniforms, chain_accept, chain_normals):
+        adapt = start_phases(phases, spec.adapt_init(like, num_warmup, sites, dim, PYTHON_CONTROL))
         chain = spec.init((chain_x,), local_fn)
+        accept = torch.zeros_like(like)
         for i in range(num_steps):
+            noise = dk.StepNoise(
+                tuple(u[i] for u in chain_uniforms),
+                chain_accept[i],
+                None if chain_normals is None else chain_normals[i],
+                None,
+            )
             params = spec.parameters(adapt) if schedule is None else schedule(i)
-            chain, info = spec.step(chain, draw_noise(shapes, like), params, adapt, sites, local_fn)
+            chain, info = spec.step(chain, noise, params, adapt, sites, local_fn)
             if schedule is None:
                 control = PYTHON_CONTROL._replace(step=i)
                 adapt = run_phases(phases, adapt, Feedback(info, params, chain, i), control)
             accept = accept + info.accept_prob
-        out.append(chain.x[0])
-        adapts.append(adapt)
-    return torch.stack(out).to(x.dtype), accept / (len(out) * num_steps), adapts
+        # the adaptation states only where a tuning run reads them (some hold None)
+        return chain.x[0], accept / num_steps, adapt if num_warmup else accept
+
+    in_dims = (0, 0, 0, None if normals is None else 0)
+    with torch.no_grad():  # no graph to the parameters (torch.func.grad still differentiates)
+        xs, accept, adapts = torch.func.vmap(one_chain, in_dims=in_dims, randomness="error")(
+            x.to(torch.long), uniforms, flat[..., -1], normals
+        )
+    return xs.to(x.dtype), accept.mean(), adapts
 
 
 def _acs_pcd_steps(kernel: DiscreteKernel, energy: nn.Module, state: ACSPCDState, num_steps: int):
@@ -238,9 +260,7 @@ def _acs_pcd_steps(kernel: DiscreteKernel, energy: nn.Module, state: ACSPCDState
     if schedule.tunes and bool(schedule.retunes(state.iteration)):
         tuning = schedule.tuning_steps
         samples, accept, adapts = _kernel_steps(kernel, energy, state.buffer, tuning, None, tuning)
-        alpha_max, alpha_min = schedule.tuned_bounds(
-            torch.stack([a.alpha_max for a in adapts]), torch.stack([a.alpha_min for a in adapts])
-        )
+        alpha_max, alpha_min = schedule.tuned_bounds(adapts.alpha_max, adapts.alpha_min)
     else:
 
         def step_parameters(i: int):
@@ -283,15 +303,19 @@ class _RBMCoupling:
         return core.rbm_gibbs_step(params, eta, u_v1, u_h1), eta
 
     def step(self, t: int, xi, eta):
-        chains, m = self.batch.shape
+        rows, m = xi.visible.shape  # the working set (compaction)
         n = self.params.weights.shape[1]
-        noise = _ucd_step_noise(t, chains, m, n, self.method.max_tries, self.batch.device)
+        noise = _ucd_step_noise(t, rows, m, n, self.method.max_tries, self.batch.device)
         xi, eta, info = core.rbm_coupled_gibbs_step(self.params, xi, eta, *noise)
         return xi, eta, info.rejections, info.capped
 
     @staticmethod
     def same(xi, eta) -> torch.Tensor:
         return core.same_state(xi.visible, eta.visible) & core.same_state(xi.hidden, eta.hidden)
+
+    @staticmethod
+    def take(state, rows: torch.Tensor):
+        return core.RBMState(state.visible[rows], state.hidden[rows])
 
     @staticmethod
     def visible(state) -> torch.Tensor:
@@ -353,13 +377,19 @@ class _KernelCoupling:
     def same(self, xi, eta) -> torch.Tensor:
         return core.same_state(self.visible(xi), self.visible(eta))
 
+    @staticmethod
+    def take(states: list, rows: torch.Tensor) -> list:
+        return [states[i] for i in rows.tolist()]
+
     def visible(self, states) -> torch.Tensor:
         return torch.stack([s.x[0] for s in states]).to(self.batch.dtype)
 
 
 def _ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):
     """UCD's surrogate for the model term (its gradient estimates ``E_model[grad E]``
-    unbiasedly) and the meeting statistics."""
+    unbiasedly) and the meeting statistics. After step ``k`` only the pairs still apart are
+    stepped, in working sets of the sizes :func:`discrete_kernels.ebm.ucd_compaction_capacities`
+    gives (as the JAX trainer: same noise shapes)."""
     chains = batch.shape[0]
     coupling: Any
     if method.coupling is None or isinstance(method.coupling, BlockGibbs):
@@ -372,9 +402,10 @@ def _ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):
     if k == 0:
         surrogate = surrogate + energy(batch).sum() / chains
     met = coupling.same(xi, eta)
-    tau = torch.where(met, 1, 0)
-    rejections = torch.zeros(chains, dtype=torch.int32, device=batch.device)
+    tau_sum = int(met.sum())
+    rejections = torch.zeros((), dtype=torch.int64, device=batch.device)
     tries_capped, t = 0, 1
+    capacities = list(core.ucd_compaction_capacities(chains))
     while True:
         w_xi, w_eta = core.ucd_weights(t, k, met)
         if bool((w_xi != 0).any() | (w_eta != 0).any()):
@@ -383,18 +414,23 @@ def _ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):
             surrogate = surrogate + term.sum() / chains
         if (t >= k and bool(met.all())) or t >= method.max_time:
             break
+        apart = int((~met).sum())
+        while t >= k and len(capacities) > 1 and apart <= capacities[1]:
+            capacities.pop(0)  # gather the pairs still apart into the next working set
+            order = core.ucd_compaction_order(met, capacities[0])
+            xi, eta, met = coupling.take(xi, order), coupling.take(eta, order), met[order]
         t += 1
         xi, eta, step_rejections, capped = coupling.step(t, xi, eta)
         newly = ~met & coupling.same(xi, eta)
-        tau = torch.where(newly, t, tau)
-        rejections = rejections + torch.where(met, 0, step_rejections)
+        tau_sum += t * int(newly.sum())
+        rejections = rejections + torch.where(met, 0, step_rejections).sum()
         tries_capped += int((~met & capped).sum())
         met = met | newly
-    tau = torch.where(met, tau, t)
+    tau_sum += t * int((~met).sum())  # pairs stopped at max_time count t
     info_out = {
-        "meeting_time": float(tau.float().mean()),
+        "meeting_time": tau_sum / chains,
         "time_capped": int((~met).sum()),
-        "rejections": float(rejections.float().mean()),
+        "rejections": float(rejections) / chains,
         "tries_capped": tries_capped,
     }
     return surrogate, info_out

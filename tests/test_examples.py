@@ -40,6 +40,8 @@ BENCHMARKS = [
     "benchmarks/ab_targets.py",
     "benchmarks/esh_targets.py",
     "benchmarks/ucd_couplings.py",
+    "benchmarks/ucd_cost.py",
+    "benchmarks/ebm_pcd_kernels.py",
 ]
 EXTRA_ARGS = {
     "examples/binary_bnn.py": ["--dataset", "both"],

@@ -25,7 +25,12 @@ from .couplings import (
     site_gibbs_update,
     with_coordinate,
 )
-from .estimators import ais_log_weight_increment, ucd_weights
+from .estimators import (
+    ais_log_weight_increment,
+    ucd_compaction_capacities,
+    ucd_compaction_order,
+    ucd_weights,
+)
 from .methods import (
     CD,
     PCD,
@@ -90,6 +95,8 @@ __all__ = [
     "rbm_visible_sweep",
     "same_state",
     "site_gibbs_update",
+    "ucd_compaction_capacities",
+    "ucd_compaction_order",
     "ucd_weights",
     "with_coordinate",
 ]

@@ -1,6 +1,6 @@
 """Estimators of the EBM trainers: the UCD estimator's per-step weights (Qiu, Zhang and
-Wang, ICLR 2020, Sec. 3.3) and annealed importance sampling increments for ``log Z`` (Neal,
-2001)."""
+Wang, ICLR 2020, Sec. 3.3), the compaction schedule of its coupled chains, and annealed
+importance sampling increments for ``log Z`` (Neal, 2001)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ from array_api_compat import device as _device
 
 from .._xp import Array, array_namespace
 
-__all__ = ["ais_log_weight_increment", "ucd_weights"]
+__all__ = [
+    "ais_log_weight_increment",
+    "ucd_compaction_capacities",
+    "ucd_compaction_order",
+    "ucd_weights",
+]
 
 
 def ucd_weights(t: int | Array, k: int, met: Array) -> tuple[Array, Array]:
@@ -24,6 +29,33 @@ def ucd_weights(t: int | Array, k: int, met: Array) -> tuple[Array, Array]:
     step = xp.asarray(t, device=_device(met))
     correcting = xp.astype(~met & (step > k), xp.float32)
     return correcting + xp.astype(step == k, xp.float32), correcting
+
+
+def ucd_compaction_capacities(num_pairs: int, shrink: int = 8, smallest: int = 8) -> tuple:
+    """Working-set sizes of UCD's coupled loop: ``num_pairs``, then ``num_pairs // shrink``,
+    ... while at least ``smallest``.
+
+    A pair that has met (after step ``k``) adds nothing more to the estimator (its weights are
+    0), so the trainers step only a working set of pairs: once no more than the next capacity
+    pairs are still apart, those pairs are gathered (:func:`ucd_compaction_order`) into a
+    working set of that size and the others dropped. The estimate is unchanged in law (each
+    pair still runs until it meets, on fresh noise), and the work is about the sum of the
+    pairs' meeting times instead of ``num_pairs`` times the largest (a fixed cost per step
+    remains, times the largest meeting time). Static sizes, so a jitted loop compiles once per
+    size (few sizes: the compile time grows with their number); both trainers use the same
+    sizes (same noise shapes).
+    """
+    capacities = [int(num_pairs)]
+    while capacities[-1] // shrink >= smallest:
+        capacities.append(capacities[-1] // shrink)
+    return tuple(capacities)
+
+
+def ucd_compaction_order(met: Array, capacity: int) -> Array:
+    """Rows of a working set to keep, (capacity,): those not yet ``met`` (...) first, in
+    their order, then met rows as padding (they stay met and carry weight 0)."""
+    xp = array_namespace(met)
+    return xp.argsort(xp.astype(met, xp.int32), stable=True)[:capacity]
 
 
 def ais_log_weight_increment(

@@ -289,3 +289,12 @@ def test_site_gibbs_update_leaves_the_target_invariant():
 
     _, t_broken = site_gibbs_transition(log_density, dim, update=swapped)
     assert np.abs(pi @ t_broken - pi).max() > 0.05
+
+
+def test_ucd_compaction_keeps_the_pairs_still_apart_first():
+    assert ebm.ucd_compaction_capacities(1000) == (1000, 125, 15)
+    assert ebm.ucd_compaction_capacities(20) == (20,)
+    met = np.array([True, False, True, False, False, True])
+    order = ebm.ucd_compaction_order(met, 4)
+    np.testing.assert_array_equal(order[:3], [1, 3, 4])  # apart, in their order
+    assert met[order[3]]  # then met rows as padding

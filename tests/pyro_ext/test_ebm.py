@@ -145,7 +145,7 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
     from numpyro_ext import ebm as nebm
 
     rng = np.random.default_rng(0)
-    m, n, chains, tries, max_time = 6, 4, 50, 8, 40
+    m, n, chains, tries, max_time = 6, 4, 80, 8, 40
     weights = rng.normal(scale=0.8, size=(m, n)).astype(np.float32)
     vb = rng.normal(scale=0.3, size=m).astype(np.float32)
     hb = rng.normal(scale=0.3, size=n).astype(np.float32)
@@ -162,6 +162,13 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
     ]
     stacked = [np.stack([s[j] for s in steps]) for j in range(5)]
     method = core.UCD(k=1, max_time=max_time, max_tries=tries)
+    assert len(core.ucd_compaction_capacities(chains)) > 1  # the working set shrinks
+
+    def rows_of(arrays, rows, lead=0):
+        """The first ``rows`` rows of a step's uniforms (the working set's size); ``lead``
+        leading axes (the stacked steps) come first."""
+        axes = (0, 0, 1, 1, 0)
+        return tuple(np.take(a, np.arange(rows), axis=ax + lead) for a, ax in zip(arrays, axes))
 
     # torch
     monkeypatch.setattr(
@@ -172,7 +179,9 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
     monkeypatch.setattr(
         ebm,
         "_ucd_step_noise",
-        lambda t, c, m_, n_, k_, device=None: tuple(torch.as_tensor(a) for a in steps[t]),
+        lambda t, c, m_, n_, k_, device=None: tuple(
+            torch.as_tensor(a) for a in rows_of(steps[t], c)
+        ),
     )
     rbm = ebm.RBM(m, n)
     with torch.no_grad():
@@ -190,7 +199,10 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
     monkeypatch.setattr(
         nebm,
         "_ucd_step_noise",
-        lambda key, t, c, m_, n_, k_: (key, tuple(jnp.asarray(a)[t] for a in stacked)),
+        lambda key, t, c, m_, n_, k_: (
+            key,
+            tuple(jnp.asarray(a)[t] for a in rows_of(stacked, c, lead=1)),
+        ),
     )
     params = core.RBMParams(jnp.asarray(weights), jnp.asarray(vb), jnp.asarray(hb))
     value, j_grad, j_info = nebm._ucd_negative(
@@ -222,3 +234,61 @@ def test_acs_pcd_runs_the_app_b_schedule():
     # inside the range where the step size changes a binary proposal (dlp_step_size_bounds)
     assert 1e-3 <= float(state.alpha_min) <= float(state.alpha_max) <= 1e3
     assert np.all(np.isfinite(result.history["energy_gap"]))
+
+
+@pytest.mark.parametrize("kernel", [px.GWG(), px.DMALA(step_size=0.7)], ids=["GWG", "DMALA"])
+def test_batched_kernel_steps_equal_the_one_chain_step(kernel):
+    """The trainer's vmapped steps of all chains give, chain by chain, what the spec's
+    one-chain step gives on the same noise (every step's uniforms are drawn at once, (C,
+    steps, ...), then the MH uniform)."""
+    from discrete_kernels import PYTHON_CONTROL, Binary, ChainState, Sites, StepNoise
+
+    torch.manual_seed(0)
+    energy = ebm.RBM(6, 3, scale=1.0)
+    x = (torch.rand(5, 6) < 0.5).float()
+    steps = 3
+    torch.manual_seed(1)
+    batched, _, _ = ebm._kernel_steps(kernel, energy, x, steps)
+    spec = kernel.spec
+    sites = Sites(("x",), (Binary(),), (False,))
+    like = torch.ones(())
+    adapt = spec.adapt_init(like, 0, sites, 6, PYTHON_CONTROL)
+    shapes = spec.noise_shapes(sites, [(6,)])
+    size = sum(int(np.prod(s)) for s in shapes.uniforms)
+    torch.manual_seed(1)
+    flat = torch.rand(5, steps, size + 1)
+
+    def local_fn(leaves):
+        z = leaves[0].float().detach().requires_grad_(True)
+        f = -energy(z[None])[0]
+        (g,) = torch.autograd.grad(f, z)
+        return f.detach(), (g,)
+
+    for c in range(5):
+        chain = ChainState((x[c].long(),), *local_fn((x[c].long(),)))
+        for i in range(steps):
+            pieces = flat[c, i, :-1].split([int(np.prod(s)) for s in shapes.uniforms])
+            uniforms = tuple(p.reshape(s) for p, s in zip(pieces, shapes.uniforms))
+            noise = StepNoise(uniforms, flat[c, i, -1], None, None)
+            chain, _ = spec.step(chain, noise, spec.parameters(adapt), adapt, sites, local_fn)
+        np.testing.assert_array_equal(batched[c].numpy(), chain.x[0].float().numpy())
+    assert not torch.equal(batched, x)  # the chains moved
+
+
+def test_ucd_steps_only_the_pairs_still_apart(monkeypatch):
+    """The coupled steps run on working sets that shrink as pairs meet: far fewer pair-steps
+    than pairs times steps."""
+    torch.manual_seed(0)
+    rows = []
+    draw = ebm._ucd_step_noise
+
+    def recording(t, chains, *rest, **kwargs):
+        rows.append(chains)
+        return draw(t, chains, *rest, **kwargs)
+
+    monkeypatch.setattr(ebm, "_ucd_step_noise", recording)
+    rbm = ebm.RBM(16, 16, scale=1.0)
+    batch = torch.as_tensor(bars_and_stripes()).repeat(20, 1)  # 600 pairs
+    _, info = ebm._ucd_negative(ebm.UCD(k=1, max_time=10_000), rbm, batch)
+    assert rows[0] == 600 and rows[-1] < 600 and rows == sorted(rows, reverse=True)
+    assert sum(rows) < 0.5 * 600 * len(rows), (sum(rows), len(rows), info)
