@@ -44,6 +44,7 @@ from _common import (  # noqa: E402
     ising_log_density,
     write_section,
 )
+from device_step import aten_operations_per_step  # noqa: E402
 from scaling import floor_step_seconds  # noqa: E402
 
 STEP_SIZE = 0.2
@@ -87,10 +88,10 @@ def model_log_density(log_density: Callable) -> Callable:
 # ------------------------------------------------------------------------------ NumPyro
 
 
-def hand_scan(log_density: Callable, d: int, chains: int, num_steps: int) -> Callable:
-    """``key -> draws``: DMALA on binary ``x`` written by hand in one ``lax.scan`` of
-    ``num_steps`` steps over ``chains`` chains, each draw kept (what a user writes without
-    the library)."""
+def hand_step(log_density: Callable, d: int) -> Callable:
+    """DMALA on binary ``x`` written by hand, vmapped over chains: ``(x, f, g, keys) -> (x, f,
+    g, keys)`` with the gradient carried, one ``value_and_grad`` per step and each chain's key
+    split once per step (all uniforms of a step from one draw, as the driver does)."""
     value_and_grad = jax.value_and_grad(log_density)
     term = 1.0 / (2.0 * STEP_SIZE)
 
@@ -112,7 +113,21 @@ def hand_scan(log_density: Callable, d: int, chains: int, num_steps: int) -> Cal
         x = jnp.where(accept, y, x)
         return x, jnp.where(accept, f_y, f), jnp.where(accept, g_y, g), key
 
-    step = jax.vmap(one)
+    return jax.vmap(one)
+
+
+def hand_start(log_density: Callable, d: int, chains: int, key: Any) -> tuple:
+    """The plain loop's start ``(x, f, g, keys)``: x from Bernoulli(1/2)."""
+    key_start, key_chains = jax.random.split(key)
+    x = jax.random.bernoulli(key_start, 0.5, (chains, d)).astype(jnp.float32)
+    f, g = jax.vmap(jax.value_and_grad(log_density))(x)
+    return x, f, g, jax.random.split(key_chains, chains)
+
+
+def hand_scan(log_density: Callable, d: int, chains: int, num_steps: int) -> Callable:
+    """``key -> draws``: :func:`hand_step` in one ``lax.scan`` of ``num_steps`` steps over
+    ``chains`` chains, each draw kept (what a user writes without the library)."""
+    step = hand_step(log_density, d)
 
     def body(carry, _):
         carry = step(*carry)
@@ -120,10 +135,7 @@ def hand_scan(log_density: Callable, d: int, chains: int, num_steps: int) -> Cal
 
     @jax.jit
     def run(key):
-        key_start, key_chains = jax.random.split(key)
-        x = jax.random.bernoulli(key_start, 0.5, (chains, d)).astype(jnp.float32)
-        f, g = jax.vmap(value_and_grad)(x)
-        carry = (x, f, g, jax.random.split(key_chains, chains))
+        carry = hand_start(log_density, d, chains, key)
         return jax.lax.scan(body, carry, None, length=num_steps)[1]
 
     return run
@@ -316,63 +328,149 @@ def pyro_rows(quick: bool, repeats: int) -> list[dict]:
 
     term = 1.0 / (2.0 * STEP_SIZE)
 
-    def torch_loop(num_steps: int) -> float:
+    log_sigmoid = torch.nn.functional.logsigmoid
+
+    def torch_step(carry: tuple) -> tuple:
+        x, f, g = carry
+        u = torch.rand(d + 1)
+        logit = 0.5 * g * (1.0 - 2.0 * x) - term
+        flip = u[:d] < torch.sigmoid(logit)
+        y = torch.where(flip, 1.0 - x, x)
+        log_forward = torch.where(flip, log_sigmoid(logit), log_sigmoid(-logit)).sum()
+        f_y, g_y = value_and_grad(y)
+        logit_y = 0.5 * g_y * (1.0 - 2.0 * y) - term
+        log_reverse = torch.where(flip, log_sigmoid(logit_y), log_sigmoid(-logit_y)).sum()
+        accept = torch.log(u[d]) < f_y - f + log_reverse - log_forward
+        return torch.where(accept, y, x), torch.where(accept, f_y, f), torch.where(accept, g_y, g)
+
+    def torch_start() -> tuple:
         torch.manual_seed(0)
         x = (torch.rand(d) < 0.5).float()
-        f, g = value_and_grad(x)
-        start = time.perf_counter()
-        for _ in range(num_steps):
-            u = torch.rand(d + 1)
-            logit = 0.5 * g * (1.0 - 2.0 * x) - term
-            flip = u[:d] < torch.sigmoid(logit)
-            y = torch.where(flip, 1.0 - x, x)
-            log_sig = torch.nn.functional.logsigmoid
-            log_forward = torch.where(flip, log_sig(logit), log_sig(-logit)).sum()
-            f_y, g_y = value_and_grad(y)
-            logit_y = 0.5 * g_y * (1.0 - 2.0 * y) - term
-            log_reverse = torch.where(flip, log_sig(logit_y), log_sig(-logit_y)).sum()
-            accept = torch.log(u[d]) < f_y - f + log_reverse - log_forward
-            x = torch.where(accept, y, x)
-            f = torch.where(accept, f_y, f)
-            g = torch.where(accept, g_y, g)
-        return (time.perf_counter() - start) / num_steps
+        return (x, *value_and_grad(x))
 
-    def kernel_loop(num_steps: int) -> float:
+    def potential(values: dict) -> torch.Tensor:
+        return -full(values["x"])
+
+    def kernel(mode: str) -> tuple[Any, dict]:
+        """A set-up ``px.DMALA`` and its start, on the model or its potential."""
         pyro.set_rng_seed(0)
-        kernel = px.DMALA(model, step_size=STEP_SIZE, adapt_step_size=False)
-        kernel.setup(0)
-        params = dict(kernel.initial_params)
+        if mode == "model":
+            k = px.DMALA(model, step_size=STEP_SIZE, adapt_step_size=False)
+        else:
+            k = px.DMALA(
+                potential_fn=potential,
+                domain=px.Binary(),
+                step_size=STEP_SIZE,
+                adapt_step_size=False,
+            )
+            k.initial_params = {"x": (torch.rand(d) < 0.5).float()}
+        k.setup(0)
+        return k, dict(k.initial_params)
+
+    def per_step(advance: Callable, state: Any, num_steps: int) -> float:
         for _ in range(5):
-            params = kernel.sample(params)
+            state = advance(state)
         start = time.perf_counter()
         for _ in range(num_steps):
-            params = kernel.sample(params)
+            state = advance(state)
         return (time.perf_counter() - start) / num_steps
 
     def pyro_mcmc(num_steps: int) -> float:
         pyro.set_rng_seed(0)
-        kernel = px.DMALA(model, step_size=STEP_SIZE, adapt_step_size=False)
-        mcmc = PyroMCMC(kernel, num_samples=num_steps, warmup_steps=0, disable_progbar=True)
+        k = px.DMALA(model, step_size=STEP_SIZE, adapt_step_size=False)
+        mcmc = PyroMCMC(k, num_samples=num_steps, warmup_steps=0, disable_progbar=True)
         start = time.perf_counter()
         mcmc.run()
         return (time.perf_counter() - start) / num_steps
 
     num_steps = 300 if quick else 3000
-    timings: dict[str, list[float]] = {"torch": [], "sample": [], "mcmc": []}
-    for _ in range(repeats):
-        timings["torch"].append(torch_loop(num_steps))
-        timings["sample"].append(kernel_loop(num_steps))
-        timings["mcmc"].append(pyro_mcmc(num_steps))
+    timings: dict[str, list[float]] = {}
+    for _ in range(repeats):  # interleaved
+        timings.setdefault("torch", []).append(per_step(torch_step, torch_start(), num_steps))
+        for mode in ("potential", "model"):
+            k, params = kernel(mode)
+            timings.setdefault(mode, []).append(per_step(k.sample, params, num_steps))
+        timings.setdefault("mcmc", []).append(pyro_mcmc(num_steps))
     row = {k: float(np.median(v)) for k, v in timings.items()}
+    row["ops_torch"] = aten_operations_per_step(torch_step, torch_start())
+    for mode in ("potential", "model"):
+        k, params = kernel(mode)
+        row[f"ops_{mode}"] = aten_operations_per_step(k.sample, params)
     row.update(d=d, steps=num_steps)
     print(row, flush=True)
     return [row]
 
 
+# ------------------------------------------------------------------------------ profile
+
+
+def entry_fusions(compiled: Any) -> int:
+    """Kernels XLA launches per call of a compiled program: fusions and other operations of
+    its entry computation (parameters, constants, tuples, views and copies not counted: a
+    loop passes its carry through without the copies a lone call makes)."""
+    text = compiled.as_text()
+    entry = text[text.index("\nENTRY") :].split("\n}", 1)[0]
+    skip = ("parameter(", "constant(", "tuple(", "get-tuple-element(", "bitcast(", "copy(")
+    lines = [line for line in entry.splitlines()[1:] if " = " in line]
+    return sum(1 for line in lines if not any(k in line for k in skip))
+
+
+def compile_seconds(fn: Callable, *args: Any, **options: Any) -> tuple[float, Any]:
+    lowered = jax.jit(fn).lower(*args)
+    start = time.perf_counter()
+    compiled = lowered.compile(compiler_options=options or None)
+    return time.perf_counter() - start, compiled
+
+
+def profile_rows(quick: bool) -> dict:
+    """Where a whole run's time goes, 20x20 dense model, 4 chains: kernels per step of the
+    compiled driver step and of the hand-written one, and the seconds of each part of a run
+    that the plain scan does not have (the setup with its probes, the start's compilation at
+    the default and at the run-once options, the loop's compilation)."""
+    from numpyro_ext._once import ONCE_OPTIONS
+    from numpyro_ext._setup import initial_values
+
+    side, chains = (10, 4) if quick else (20, 4)
+    d = side * side
+    log_density = target(side, True)
+    model = ising_model(side, log_density)
+    full = model_log_density(log_density)
+    kernel = nx.DMALA(model, step_size=STEP_SIZE, adapt_step_size=False)
+    keys = jax.random.split(jax.random.key(0), chains)
+    start = time.perf_counter()
+    state = kernel.init(keys, 0, None, (), {})
+    init_seconds = time.perf_counter() - start
+    setup = kernel._setup
+
+    def init_one(key):
+        key, key_values = jax.random.split(key)
+        z = initial_values(setup, model, key_values, None, (), {})
+        return kernel._initial_state(key, z, (), {})
+
+    start_default, _ = compile_seconds(jax.vmap(init_one), keys)
+    start_once, _ = compile_seconds(jax.vmap(init_one), keys, **ONCE_OPTIONS)
+    step_seconds, step = compile_seconds(lambda s: kernel.sample(s, (), {}), state)
+    carry = hand_start(full, d, chains, jax.random.key(0))
+    hand_seconds, hand_compiled = compile_seconds(lambda c: hand_step(full, d)(*c), carry)
+    return dict(
+        side=side,
+        chains=chains,
+        driver_kernels=entry_fusions(step),
+        hand_kernels=entry_fusions(hand_compiled),
+        init_seconds=init_seconds,
+        start_default=start_default,
+        start_once=start_once,
+        step_seconds=step_seconds,
+        hand_seconds=hand_seconds,
+    )
+
+
 # ------------------------------------------------------------------------------ report
 
 
-def report(driver: list[dict], equal: list[dict], pyro: list[dict], args: Any) -> str:
+def report(
+    driver: list[dict], equal: list[dict], pyro: list[dict], profile: dict, args: Any
+) -> str:
     lines = [
         "## Small models: the library's own cost per step",
         "",
@@ -428,18 +526,41 @@ def report(driver: list[dict], equal: list[dict], pyro: list[dict], args: Any) -
         "",
         "### Pyro: one chain of the 20x20 dense model",
         "",
-        "µs per step, steady state; torch with one thread.",
+        "µs per step, steady state, torch with one thread; operations: torch operations "
+        "dispatched per step (forward and backward), a count that load does not disturb. "
+        "The plain loop evaluates the log density directly; `potential_fn` mode gives the "
+        "driver the same function, model mode evaluates it through Pyro's trace.",
         "",
-        "| loop | µs/step | ratio to the plain torch loop |",
-        "| --- | --- | --- |",
+        "| loop | µs/step | ratio to the plain torch loop | operations per step |",
+        "| --- | --- | --- | --- |",
     ]
     for r in pyro:
-        for label, key in (
-            ("plain torch loop of the same update", "torch"),
-            ("`px.DMALA(model).sample` in a loop", "sample"),
-            ("`pyro.infer.MCMC(px.DMALA(model))`", "mcmc"),
+        for label, key, ops in (
+            ("plain torch loop of the same update", "torch", "ops_torch"),
+            ("`px.DMALA(potential_fn=...).sample` in a loop", "potential", "ops_potential"),
+            ("`px.DMALA(model).sample` in a loop", "model", "ops_model"),
+            ("`pyro.infer.MCMC(px.DMALA(model))`", "mcmc", "ops_model"),
         ):
-            lines.append(f"| {label} | {1e6 * r[key]:.1f} | {r[key] / r['torch']:.2f}x |")
+            lines.append(
+                f"| {label} | {1e6 * r[key]:.1f} | {r[key] / r['torch']:.2f}x | {r[ops]:.0f} |"
+            )
+    if profile:
+        p = profile
+        lines += [
+            "",
+            f"### Where a whole run's time goes ({p['side']}x{p['side']} dense, "
+            f"{p['chains']} chains)",
+            "",
+            f"Kernels XLA launches per step (entry computation of the compiled step): the "
+            f"driver's `sample` {p['driver_kernels']}, the hand-written step "
+            f"{p['hand_kernels']}. What `MCMC` compiles that the plain scan does not: "
+            f"`kernel.init` (setup with its `exact_sites='auto'` probe, and the start) "
+            f"{p['init_seconds']:.2f} s, of which the start's compilation is "
+            f"{p['start_once']:.2f} s at the run-once options (`numpyro_ext._once`; "
+            f"{p['start_default']:.2f} s at XLA's defaults); then NumPyro compiles its own loop "
+            f"around the step (the step alone: {p['step_seconds']:.2f} s; the hand-written "
+            f"step: {p['hand_seconds']:.2f} s).",
+        ]
     return "\n".join(lines)
 
 
@@ -448,14 +569,15 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, nothing written")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--budget", type=float, default=10.0, help="seconds per sampler (2)")
-    parser.add_argument("--only", choices=("numpyro", "gibbs", "pyro"), default=None)
+    parser.add_argument("--only", choices=("numpyro", "gibbs", "pyro", "profile"), default=None)
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.budget = 1, 1.0
     driver = driver_rows(args.quick, args.repeats) if args.only in (None, "numpyro") else []
     equal = equal_time_rows(args.quick, args.budget) if args.only in (None, "gibbs") else []
     pyro = pyro_rows(args.quick, args.repeats) if args.only in (None, "pyro") else []
-    text = report(driver, equal, pyro, args)
+    profile = profile_rows(args.quick) if args.only in (None, "profile") else {}
+    text = report(driver, equal, pyro, profile, args)
     print(text)
     if not args.quick and args.only is None:
         write_section("small_models", text)
