@@ -5,12 +5,12 @@ tables, each ratio taken within one run:
 
 1. **NumPyro, ``MCMC(nx.DMALA(model))`` against a plain ``lax.scan``** of the same DMALA
    update (binary sites, the gradient carried, one ``value_and_grad`` per step, one key per
-   chain split each step, the draws kept), on Ising models written as a NumPyro model (one
-   ``Bernoulli`` site, one ``factor``) at d = 100 to 10^4 and 1, 4 and 16 vectorised chains,
-   fixed step size 0.2. Whole run (compilation included: what a user waits for), and the
-   steady state per step (the scan: a second call; ``MCMC``: the difference of runs of n and
-   3n draws, which cancels setup and compilation), beside one batched ``value_and_grad`` of
-   the model (the floor).
+   chain split each step, every 10th draw kept on both sides), on Ising models written as a
+   NumPyro model (one ``Bernoulli`` site, one ``factor``) at d = 100 to 10^4 and 1, 4 and 16
+   vectorised chains, fixed step size 0.2. Whole run (compilation included: what a user
+   waits for), and the steady state per step (the scan: a second call; ``MCMC``: the
+   difference of runs of n and 3n draws, which cancels setup and compilation), beside one
+   batched ``value_and_grad`` of the model (the floor).
 2. **Against NumPyro's ``DiscreteGibbs`` at equal wall time**: 4 chains each, a budget of
    seconds per sampler (compilation included), ESS of the energy.
 3. **Pyro, one chain**: ``px.DMALA(model)`` on the 20x20 dense Ising model, ``kernel.sample``
@@ -48,6 +48,10 @@ from device_step import aten_operations_per_step  # noqa: E402
 from scaling import floor_step_seconds  # noqa: E402
 
 STEP_SIZE = 0.2
+
+#: every 10th draw kept by every loop (memory: 3 x 20,000 draws of 16 chains); NumPyro's
+#: ``MCMC`` still fills its collection at every draw
+THINNING = 10
 
 #: (label, side, dense coupling matrix): d = side^2
 CASES = [
@@ -126,17 +130,18 @@ def hand_start(log_density: Callable, d: int, chains: int, key: Any) -> tuple:
 
 def hand_scan(log_density: Callable, d: int, chains: int, num_steps: int) -> Callable:
     """``key -> draws``: :func:`hand_step` in one ``lax.scan`` of ``num_steps`` steps over
-    ``chains`` chains, each draw kept (what a user writes without the library)."""
+    ``chains`` chains, every ``THINNING``-th draw kept (what a user writes without the
+    library)."""
     step = hand_step(log_density, d)
 
     def body(carry, _):
-        carry = step(*carry)
+        carry = jax.lax.fori_loop(0, THINNING, lambda i, c: step(*c), carry)
         return carry, carry[0]
 
     @jax.jit
     def run(key):
         carry = hand_start(log_density, d, chains, key)
-        return jax.lax.scan(body, carry, None, length=num_steps)[1]
+        return jax.lax.scan(body, carry, None, length=num_steps // THINNING)[1]
 
     return run
 
@@ -162,6 +167,7 @@ def mcmc_seconds(
         num_chains=chains,
         chain_method="vectorized",
         progress_bar=False,
+        thinning=THINNING,
     )
     return timed_call(lambda: (mcmc.run(jax.random.key(seed)), mcmc.get_samples())[1])
 
@@ -178,17 +184,20 @@ def driver_loop(model: Callable, chains: int, num_steps: int) -> tuple[Callable,
     return loop, state
 
 
-def driver_rows(quick: bool, repeats: int) -> list[dict]:
+def driver_rows(
+    quick: bool, repeats: int, sides: list[int] | None = None, chain_counts: list[int] | None = None
+) -> list[dict]:
     """Table 1: per case and chain count, whole-run and steady-state times (medians over
-    interleaved repeats)."""
+    interleaved repeats); ``sides`` and ``chain_counts`` select rows."""
     cases = CASES[:2] if quick else CASES
+    cases = [c for c in cases if sides is None or c[1] in sides]
     rows = []
     for label, side, dense in cases:
         d = side * side
         log_density = target(side, dense)
         model = ising_model(side, log_density)
         full = model_log_density(log_density)
-        for chains in (1, 4) if quick else (1, 4, 16):
+        for chains in chain_counts or ((1, 4) if quick else (1, 4, 16)):
             floor = floor_step_seconds(full, d, chains, 0.05 if quick else 0.5)
             # 20,000 steps up to about 2 s of value_and_grad (the issue's protocol)
             num_steps = int(min(20_000, max(500, (0.2 if quick else 2.0) / floor)))
@@ -255,12 +264,14 @@ def gibbs_run(name: str, model: Callable, num_samples: int, seed: int) -> tuple[
     return x, time.perf_counter() - start
 
 
-def equal_time_rows(quick: bool, budget: float) -> list[dict]:
+def equal_time_rows(quick: bool, budget: float, sides: list[int] | None = None) -> list[dict]:
     """Table 2: each sampler given ``budget`` seconds (draws from a probe of two short runs:
     fixed cost and cost per draw), ESS of the energy."""
     cases = CASES[:1] if quick else CASES
     rows = []
     for label, side, dense in cases:
+        if sides is not None and side not in sides:
+            continue
         log_density = target(side, dense)
         model = ising_model(side, log_density)
         full = model_log_density(log_density)
@@ -476,7 +487,8 @@ def report(
         "",
         "Fixed step size 0.2, binary sites, the model written as NumPyro / Pyro users write "
         "it (one `Bernoulli` site, one `factor`). The plain loops are DMALA written by hand "
-        "(gradient carried, one `value_and_grad` per step, every draw kept). Medians over "
+        "(gradient carried, one `value_and_grad` per step, every 10th draw kept, as "
+        "`MCMC(..., thinning=10)` here). Medians over "
         f"{args.repeats} interleaved repeats; ratios within this run.",
         "",
         "### NumPyro: `MCMC(nx.DMALA(model))` against a plain `lax.scan`",
@@ -570,16 +582,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--budget", type=float, default=10.0, help="seconds per sampler (2)")
     parser.add_argument("--only", choices=("numpyro", "gibbs", "pyro", "profile"), default=None)
+    parser.add_argument("--sides", default=None, help="lattice sides of table 1, e.g. 20,32")
+    parser.add_argument("--chains", default=None, help="chain counts of table 1, e.g. 1,4,16")
     args = parser.parse_args()
     if args.quick:
         args.repeats, args.budget = 1, 1.0
-    driver = driver_rows(args.quick, args.repeats) if args.only in (None, "numpyro") else []
-    equal = equal_time_rows(args.quick, args.budget) if args.only in (None, "gibbs") else []
+    sides = [int(v) for v in args.sides.split(",")] if args.sides else None
+    counts = [int(v) for v in args.chains.split(",")] if args.chains else None
+    run_driver = args.only in (None, "numpyro")
+    driver = driver_rows(args.quick, args.repeats, sides, counts) if run_driver else []
+    equal = equal_time_rows(args.quick, args.budget, sides) if args.only in (None, "gibbs") else []
     pyro = pyro_rows(args.quick, args.repeats) if args.only in (None, "pyro") else []
     profile = profile_rows(args.quick) if args.only in (None, "profile") else {}
     text = report(driver, equal, pyro, profile, args)
     print(text)
-    if not args.quick and args.only is None:
+    if not args.quick:  # the block names the command, with any selection of rows
         write_section("small_models", text)
 
 

@@ -19,7 +19,7 @@ import jax
 __all__ = ["ONCE_OPTIONS", "run_once"]
 
 #: XLA options of a program run once (the CPU backend's optimisation level)
-ONCE_OPTIONS = {"xla_backend_optimization_level": 0}
+ONCE_OPTIONS: dict[str, str | bool] = {"xla_backend_optimization_level": "0"}
 
 
 def run_once(fn: Callable, *args: Any) -> Any:
