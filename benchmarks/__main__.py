@@ -51,6 +51,7 @@ EXTERNAL = {
 SCRIPTS = {
     "scaling": "time per step against d and chains, ESS/s against one-site Gibbs, paper scale",
     "device_step": "a DMALA step on the device at hand against a hand-written one and the paper's",
+    "small_models": "small models: MCMC(nx.DMALA) and px.DMALA against plain loops, DiscreteGibbs",
     "ising_numpyro": "critical 20x20 Ising: DMALA and GWG against NumPyro's DiscreteGibbs",
     "ising_pyro": "critical 20x20 Ising in Pyro against pyro_ext.DiscreteGibbs",
     "mixed_gibbs": "spike-and-slab: Gibbs(DMALA or AB, NUTS) against DiscreteHMCGibbs",

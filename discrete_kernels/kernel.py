@@ -240,9 +240,12 @@ def hamming_distance(xs: Sequence[Array], ys: Sequence[Array], like: Array) -> A
     """Number of coordinates that differ between two tuples of leaves (scalar, in ``like``'s
     dtype and on its device)."""
     xp = array_namespace(like)
-    total = xp.zeros_like(like)
-    for x, y in zip(xs, ys):
-        total = total + xp.sum(xp.astype(x != y, total.dtype))
+    counts = [xp.sum(xp.astype(x != y, like.dtype)) for x, y in zip(xs, ys)]
+    if not counts:
+        return xp.zeros_like(like)
+    total = counts[0]  # 0 + count is count: the sum starts at the first leaf's
+    for count in counts[1:]:
+        total = total + count
     return total
 
 

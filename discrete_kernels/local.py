@@ -43,9 +43,10 @@ __all__ = [
 
 
 def as_float(x: Array, like: Array) -> Array:
-    """``x`` in the dtype of ``like``."""
+    """``x`` in the dtype of ``like`` (``x`` itself when it has it: no copy, which eager
+    torch would make as one more operation)."""
     xp = array_namespace(like)
-    return xp.astype(x, like.dtype)
+    return xp.astype(x, like.dtype, copy=False)
 
 
 def table_size(domain: Domain) -> int:

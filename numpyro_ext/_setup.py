@@ -39,6 +39,7 @@ from discrete_kernels.domains import coordinate_bounds, is_windowed
 from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
+from ._once import run_once
 from ._plates import (
     all_terms_fn,
     coloured_terms_fn,
@@ -756,7 +757,7 @@ def _switch_badly_estimated_sites(
     points = tuple(jnp.stack(parts) for parts in zip(*rows))
     f = jnp.stack([e[0] for e in evaluated])
     local = tuple(jnp.stack(parts) for parts in zip(*[e[1] for e in evaluated]))
-    tables = jax.jit(tables_at)(points)
+    tables = run_once(tables_at, points)
     errors_by_point = []
     for p in range(f.shape[0]):
         errors: list[Any] = [None] * len(specs)

@@ -39,6 +39,7 @@ from discrete_kernels.warmup import Feedback, run_phases, start_phases
 from . import _sharding
 from . import _warmup_check as wc
 from ._noise import draw_noise
+from ._once import run_once
 from ._setup import SiteSetup, check_init_params, initial_values, setup_model, setup_potential
 
 __all__ = ["DiscreteKernel", "DiscreteState", "JAX_CONTROL", "minibatch_key", "state_class"]
@@ -301,14 +302,15 @@ class DiscreteKernel(MCMCKernel):
             return self._initial_state(key, z, model_args, model_kwargs)
 
         # compiled as one program: run eagerly, every operation of the model and its gradient
-        # would be compiled on its own the first time a model's shapes are seen (seconds)
+        # would be compiled on its own the first time a model's shapes are seen (seconds);
+        # run once, so compiled without the loop's optimisations (numpyro_ext._once)
         if vectorized:
             if init_params is None:
-                state = jax.jit(jax.vmap(lambda k: init_one(k, None)))(rng_key)
+                state = run_once(jax.vmap(lambda k: init_one(k, None)), rng_key)
             else:
-                state = jax.jit(jax.vmap(init_one))(rng_key, init_params)
+                state = run_once(jax.vmap(init_one), rng_key, init_params)
         else:
-            state = jax.jit(init_one)(rng_key, init_params)
+            state = run_once(init_one, rng_key, init_params)
         if not isinstance(state.potential_energy, jax.core.Tracer):
             energies = np.ravel(np.asarray(state.potential_energy))
             for chain, energy in enumerate(energies):

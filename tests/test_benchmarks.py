@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import _common  # noqa: E402
 import device_step  # noqa: E402
 import scaling  # noqa: E402
+import small_models  # noqa: E402
 import user_suite  # noqa: E402
 
 
@@ -88,6 +89,26 @@ def test_gibbs_comparison_runs_on_a_small_lattice():
     budget = {"DMALA": (10, 40, 2), "DiscreteGibbs": (5, 10, 1)}
     rows = [scaling.ess_run(name, model, log_density, budget, 0) for name in budget]
     assert all(r["seconds"] > 0 and np.isfinite(r["ess"]) for r in rows)
+
+
+@pytest.mark.slow
+def test_small_models_hand_scan_samples_the_ising_model():
+    """The plain loop the small-models rows compare against is DMALA: its draws of a 2x2
+    dense Ising model (4 chains) give the exact mean energy by enumeration."""
+    import jax
+
+    log_density = small_models.model_log_density(small_models.target(2, dense=True))
+    states = jnp.asarray([[(k >> i) & 1 for i in range(4)] for k in range(16)], jnp.float32)
+    log_p = jax.vmap(log_density)(states)
+    p = np.exp(log_p - log_p.max())
+    p /= p.sum()
+    exact = float(np.sum(p * -np.asarray(log_p)))
+    draws = np.asarray(small_models.hand_scan(log_density, 4, 4, 4000)(jax.random.key(0)))
+    assert set(np.unique(draws)) <= {0.0, 1.0}
+    energy = -np.asarray(jax.vmap(jax.vmap(log_density))(jnp.asarray(draws)))  # (steps, chains)
+    batches = energy[1000:].reshape(30, -1).mean(1)  # batch means over 100 steps x 4 chains
+    error = batches.std(ddof=1) / np.sqrt(len(batches))
+    assert abs(energy[1000:].mean() - exact) < 5 * error + 1e-3, (energy[1000:].mean(), exact)
 
 
 def test_benchmark_command_lists_every_script():

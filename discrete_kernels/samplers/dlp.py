@@ -116,7 +116,12 @@ def dlp_leaf_logits(
     """
     xp = array_namespace(local)
     local = finite_local(local, is_table)
-    scale = step_size * preconditioner
+    # the default preconditioner (the number 1.0) costs no operation (eager torch: one each)
+    scale = (
+        step_size
+        if isinstance(preconditioner, float) and preconditioner == 1.0
+        else (step_size * preconditioner)
+    )
     if isinstance(domain, Binary):
         xf = as_float(x, local)
         if is_table:

@@ -1,0 +1,25 @@
+"""Programs run once (``numpyro_ext._once.run_once``): the same values as ``jax.jit``."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from numpyro_ext._once import run_once
+
+
+def _work(x, w):
+    """A reduction, a matmul, transcendentals and a gradient: what a kernel's start computes."""
+    f = lambda v: jnp.sum(jax.nn.log_sigmoid(v @ w)) + jnp.sum(jnp.tanh(v))  # noqa: E731
+    return jax.value_and_grad(f)(x)
+
+
+def test_run_once_gives_jit_s_values_bit_for_bit_and_runs_under_a_trace():
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((4, 300)), jnp.float32)
+    w = jnp.asarray(rng.standard_normal((300, 300)) / 10, jnp.float32)
+    expected = jax.jit(_work)(x, w)
+    once = run_once(_work, x, w)
+    for a, b in zip(jax.tree.leaves(once), jax.tree.leaves(expected)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    traced = jax.jit(lambda x: run_once(_work, x, w))(x)  # tracers: a plain nested jit
+    np.testing.assert_allclose(np.asarray(traced[0]), np.asarray(expected[0]), rtol=1e-6)
