@@ -7,8 +7,8 @@ The step of ACS is the DLP step with step size ``alpha_k`` and balance ``beta_k`
 Tuning (Alg. 2-5 of the paper), one proposal per MCMC step, all inside warmup:
 
 0. burn-in without MH at ``(alpha_ceil, beta_max)`` (``burnin_steps``);
-1. burn-in with MH at ``beta = 1/2`` and a step size adapted to ``rho*`` as it goes
-   (``alpha *= exp(rho - rho*)`` after each step, from ``sqrt(alpha_floor alpha_ceil)``), for
+1. burn-in with MH at ``beta = 1/2`` (DMALA's proposal) and a step size adapted to ``rho*``
+   as it goes (dual averaging, as DMALA's warmup, from ``sqrt(alpha_floor alpha_ceil)``), for
    at least ``burnin_mh_steps`` and on while the chain's log density still rises (below);
 2. EstimateAlpha for ``alpha_min`` at ``beta = 1/2``: rounds of ``num_candidates`` step sizes
    searched from ``alpha_floor``;
@@ -61,7 +61,12 @@ from typing import NamedTuple
 from array_api_compat import device as _device
 
 from .._xp import Array, array_namespace
-from ..warmup import dlp_step_size_bounds
+from ..warmup import (
+    DualAveragingState,
+    StepSizeAdaptation,
+    dlp_step_size_bounds,
+    dual_averaging_update,
+)
 
 __all__ = [
     "ACSConfig",
@@ -93,7 +98,7 @@ class ACSConfig(NamedTuple):
     target_accept_prob: float
     alpha_floor: float
     alpha_ceil: float
-    burnin_steps: int = 50
+    burnin_steps: int = 0
     burnin_mh_steps: int = 50
     num_candidates: int = 5
     alpha_rounds: int = 5
@@ -147,7 +152,9 @@ class ACSTunerState(NamedTuple):
       (:func:`discrete_kernels.warmup.dlp_step_size_bounds`);
       **round_above**, **round_below** - whether a candidate of this round had acceptance
       above / below the target.
-    - **burnin_alpha** - step size of the MH burn-in (phase 1), adapted as it goes;
+    - **burnin_alpha** - step size of the MH burn-in (phase 1), adapted as it goes by dual
+      averaging (:func:`discrete_kernels.warmup.dual_averaging_update`), whose
+      **burnin_error_sum** and **burnin_count** these are;
       **alpha_max_start** - where the ``alpha_max`` search starts (kept for a restart).
     - Trend of the log density: **tuning_step** - steps since the tuning began;
       **window_sum**, **window_sq** - sums of ``f`` and ``f^2`` over the current window;
@@ -172,6 +179,8 @@ class ACSTunerState(NamedTuple):
     round_above: Array
     round_below: Array
     burnin_alpha: Array
+    burnin_error_sum: Array
+    burnin_count: Array
     alpha_max_start: Array
     tuning_step: Array
     window_sum: Array
@@ -228,7 +237,9 @@ def acs_tuner_init(
         alpha_limit=scalar(dlp_step_size_bounds(domain_scale)[1]),
         round_above=false,
         round_below=false,
-        burnin_alpha=scalar(math.sqrt(config.alpha_floor * config.alpha_ceil)),
+        burnin_alpha=scalar(_burnin_start(config)),
+        burnin_error_sum=scalar(0.0),
+        burnin_count=scalar(0.0),
         alpha_max_start=scalar(alpha_max_start),
         tuning_step=integer(0),
         window_sum=scalar(0.0),
@@ -237,6 +248,12 @@ def acs_tuner_init(
         rising=integer(True),
         restarts=integer(0),
     )
+
+
+def _burnin_start(config: ACSConfig) -> float:
+    """Where the burn-in's step size starts: ``sqrt(alpha_floor alpha_ceil)`` (0.5, DMALA's
+    default, with the defaults)."""
+    return math.sqrt(config.alpha_floor * config.alpha_ceil)
 
 
 def _next_phase(config: ACSConfig, phase: int) -> int:
@@ -346,7 +363,8 @@ def _trend_update(
     squares = state.window_sq + delta * (f - mean)
     end = step % window == 0
     spread = xp.sqrt(xp.maximum(squares, xp.zeros_like(squares)) / seen)
-    rising = xp.where(end, (mean - state.previous_mean) > spread, state.rising)
+    # a window in which f never changed (a frozen chain) has not settled either
+    rising = xp.where(end, ((mean - state.previous_mean) > spread) | (spread == 0), state.rising)
     previous_mean = xp.where(end, mean, state.previous_mean)
     mean = xp.where(end, xp.zeros_like(mean), mean)
     squares = xp.where(end, xp.zeros_like(squares), squares)
@@ -441,17 +459,23 @@ def acs_tuner_update(
     advance = (count == length) & (phase != DONE)
     following = _select(phase, [integer(_next_phase(config, p)) for p in range(DONE + 1)])
     # phase 1: a step size of acceptance rho* at beta = 1/2, adapted as the chain moves
-    burnin_alpha = xp.where(
-        phase == BURNIN_MH,
-        xp.minimum(
-            xp.maximum(
-                state.burnin_alpha * xp.exp(accept_prob - target),
-                xp.full_like(alpha, dlp_step_size_bounds(0.0)[0]),
-            ),
-            state.alpha_limit,
+    # (dual averaging, as DMALA's warmup, from sqrt(alpha_floor alpha_ceil))
+    dual = dual_averaging_update(
+        DualAveragingState(
+            xp.log(state.burnin_alpha),
+            xp.zeros_like(alpha),
+            state.burnin_error_sum,
+            state.burnin_count,
+            xp.full_like(alpha, math.log(10 * _burnin_start(config))),
         ),
-        state.burnin_alpha,
+        accept_prob,
+        StepSizeAdaptation(target_accept_prob=target),
+        (dlp_step_size_bounds(0.0)[0], state.alpha_limit),
     )
+    in_burnin = phase == BURNIN_MH
+    burnin_alpha = xp.where(in_burnin, xp.exp(dual.log_step_size), state.burnin_alpha)
+    burnin_error_sum = xp.where(in_burnin, dual.error_sum, state.burnin_error_sum)
+    burnin_count = xp.where(in_burnin, dual.count, state.burnin_count)
     window_sum, window_sq = state.window_sum, state.window_sq
     previous_mean, rising, restart = state.previous_mean, state.rising, xp.zeros_like(advance)
     if watch:
@@ -469,7 +493,12 @@ def acs_tuner_update(
     new_phase = xp.where(advance, following, phase)
     # entering a new EstimateAlpha search: its acceptance memory starts at 0 (Alg. 4, line 1)
     rho = xp.where(advance & (phase == ALPHA_MIN), xp.zeros_like(rho), rho)
-    # the alpha_min search starts upward from alpha_floor, the alpha_max search downward
+    # the alpha_min search starts upward from alpha_floor (the range search: from the burn-in's
+    # step size, which targets the same acceptance at the same balance), the alpha_max search
+    # downward
+    if config.search == "range":
+        from_burnin = advance & (phase == BURNIN_MH)
+        alpha_min = xp.where(from_burnin, burnin_alpha, alpha_min)
     entering_max = advance & (phase == ALPHA_MIN)
     direction = xp.where(advance & (phase == BURNIN_MH), xp.ones_like(direction), direction)
     direction = xp.where(entering_max, -xp.ones_like(direction), direction)
@@ -511,6 +540,8 @@ def acs_tuner_update(
         round_above=round_above,
         round_below=round_below,
         burnin_alpha=burnin_alpha,
+        burnin_error_sum=burnin_error_sum,
+        burnin_count=burnin_count,
         alpha_max_start=state.alpha_max_start,
         tuning_step=xp.where(phase == DONE, state.tuning_step, state.tuning_step + 1),
         window_sum=window_sum,

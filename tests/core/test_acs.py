@@ -283,11 +283,12 @@ NOISE = np.random.default_rng(7).normal(size=2000)  # stationary fluctuations of
 
 
 def test_burnin_lasts_while_the_log_density_rises():
-    config = acs.ACS().config  # windows of 25 steps; burn-in phases 50 + at least 50 steps
+    config = acs.ACS().config  # windows of 25 steps; an MH burn-in of at least 50 steps
     searches = acs_schedule.search_steps(config)
-    # flat from the start: the burn-in ends after its 50 steps, as in the paper
+    # flat from the start: the burn-in ends after its 50 steps (the second window, the first
+    # has none before it)
     tuner, phases = _tune_on_log_density(config, lambda i: -100.0 + NOISE[i], 400)
-    assert _first(phases, acs_schedule.ALPHA_MIN) == 100
+    assert _first(phases, acs_schedule.ALPHA_MIN) == 50
     assert int(tuner.phase) == acs_schedule.DONE and int(tuner.restarts) == 0
 
     # climbing 5 nats a step until step 150: the window ending at 175 still rose against the
@@ -303,24 +304,28 @@ def test_burnin_lasts_while_the_log_density_rises():
     tuner, phases = _tune_on_log_density(config, lambda i: 5.0 * i, 300)
     assert _first(phases, acs_schedule.ALPHA_MIN) == 300 - searches
     assert int(tuner.phase) == acs_schedule.DONE and int(tuner.restarts) == 0
+    # a frozen chain (f never changes) has not settled either
+    tuner, phases = _tune_on_log_density(config, lambda i: -100.0, 300)
+    assert _first(phases, acs_schedule.ALPHA_MIN) == 300 - searches
 
 
 def test_a_climb_during_the_searches_restarts_the_tuning_where_the_warmup_has_room():
     config = acs.ACS().config
     searches = acs_schedule.search_steps(config)
 
-    def climb_late(i):  # flat, then 10 nats a step during the searches (120-190), then flat
-        return -1000.0 + 10.0 * min(max(i - 120, 0), 70) + NOISE[i]
+    def climb_late(i):  # flat, then 10 nats a step during the searches (60-130), then flat
+        return -1000.0 + 10.0 * min(max(i - 60, 0), 70) + NOISE[i]
 
     tuner, phases = _tune_on_log_density(config, climb_late, 600)
-    end_first = 100 + searches
-    assert _first(phases, acs_schedule.ALPHA_MIN) == 100
+    end_first = 50 + searches
+    assert _first(phases, acs_schedule.ALPHA_MIN) == 50
     assert phases[end_first] == acs_schedule.BURNIN_MH  # back to the burn-in
     assert int(tuner.restarts) == 1
-    # the new burn-in lasts its 50 steps and ends at a flat window (tuning step 250)
-    assert _first(phases[end_first:], acs_schedule.ALPHA_MIN) + end_first == 250
+    # the new burn-in ends at the first window after the climb that did not rise: the window
+    # 150-175 still rose against 125-150 (which has the climb's last steps), 175-200 did not
+    assert _first(phases[end_first:], acs_schedule.ALPHA_MIN) + end_first == 200
     assert int(tuner.phase) == acs_schedule.DONE
-    # the same climb with no room for another tuning: the cycle stands
+    # the same climb with no room for another burn-in and the searches: the cycle stands
     tuner, phases = _tune_on_log_density(config, climb_late, end_first + 100)
     assert int(tuner.restarts) == 0
     assert _first(phases, acs_schedule.DONE) == end_first
