@@ -139,7 +139,7 @@ def sample_for(name, data: Data, hidden, num_chains, seconds, key, calibrated=Tr
     """
     gibbs = name == "DiscreteGibbs"
     chain_method = "sequential" if gibbs else "vectorized"
-    num_warmup = 4 if gibbs else 300  # ACS tunes its cycle in at least 135 warmup steps
+    num_warmup = 4 if gibbs else 300  # ACS tunes its cycle in at least 110 warmup steps
     args = (jnp.asarray(data.x_train), jnp.asarray(data.y_train))
     kwargs = dict(hidden=hidden, task=data.task)
     kernel = make_kernel(name)

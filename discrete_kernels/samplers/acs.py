@@ -101,10 +101,10 @@ class ACS(DLPSampler):
     The cycle is tuned automatically during warmup (burn-in, EstimateAlpha for ``alpha_min``
     and ``alpha_max``, EstimateBalSched; see :mod:`discrete_kernels.samplers.acs_schedule`),
     one proposal per warmup step, at least
-    :func:`~discrete_kernels.samplers.acs_schedule.tuning_steps` steps (185 with the defaults).
+    :func:`~discrete_kernels.samplers.acs_schedule.tuning_steps` steps (110 with the defaults).
     The burn-in goes on while the chain's log density still rises, and the tuning restarts if
     it rose during the searches, as long as the warmup has room (so a chain far from the
-    typical set does not fix its cycle there). A warmup shorter than 185 steps ends the tuning
+    typical set does not fix its cycle there). A warmup shorter than 110 steps ends the tuning
     early with a warning. Or pass ``alpha_max``, ``alpha_min`` and ``beta_schedule`` to skip
     it.
 

@@ -6,12 +6,16 @@ The step of ACS is the DLP step with step size ``alpha_k`` and balance ``beta_k`
 
 Tuning (Alg. 2-5 of the paper), one proposal per MCMC step, all inside warmup:
 
-0. burn-in without MH at ``(alpha_ceil, beta_max)`` (``burnin_steps``);
+0. burn-in without MH at ``(alpha_ceil, beta_max)`` (``burnin_steps``; none by default: on a
+   binary BNN these steps threw chains hundreds of nats below their start, into states where
+   they froze; the paper's 50 with ``tuning={"burnin_steps": 50}``);
 1. burn-in with MH at ``beta = 1/2`` (DMALA's proposal) and a step size adapted to ``rho*``
    as it goes (dual averaging, as DMALA's warmup, from ``sqrt(alpha_floor alpha_ceil)``), for
    at least ``burnin_mh_steps`` and on while the chain's log density still rises (below);
 2. EstimateAlpha for ``alpha_min`` at ``beta = 1/2``: rounds of ``num_candidates`` step sizes
-   searched from ``alpha_floor``;
+   searched from ``alpha_floor``. The default (range search after an MH burn-in) skips it:
+   the burn-in already adapts the step size of acceptance ``rho*`` at ``beta = 1/2``, averaged
+   over all its steps, which is ``alpha_min``; a search round sees one proposal per candidate;
 3. EstimateAlpha for ``alpha_max`` at ``beta_max``: the same, from the larger of
    ``alpha_ceil`` and the domain's scale (:func:`discrete_kernels.domains.domain_step_scale`);
 4. EstimateBalSched: for each position ``k = 1 .. s-1`` of the cycle, ``num_candidates``
@@ -24,7 +28,8 @@ sizes of acceptance ``rho*`` on a slope of the log density) and the chain can fr
 once it climbs out. Here the tuner watches the trend of the chain's log density ``f`` in
 windows of ``trend_window`` steps: a window is *rising* when its mean ``f`` exceeds the
 previous window's by more than its own standard deviation (a steady climb moves the mean by
-about ``sqrt(12)`` within-window deviations; noise at stationarity by a fraction of one).
+about ``sqrt(12)`` within-window deviations; noise at stationarity by a fraction of one), or
+when ``f`` never changed in it (a frozen chain has not settled either).
 Phase 1 ends at the first window end after ``burnin_mh_steps`` that is not rising, or when
 only the searches' steps are left in the warmup. If the window that ends the balance search is
 rising (the chain climbed during the searches), the tuning restarts at phase 1 when the warmup
@@ -79,6 +84,7 @@ __all__ = [
     "acs_tuner_update",
     "acs_warmup_update",
     "cyclical_balance",
+    "alpha_min_from_burnin",
     "search_steps",
     "cyclical_step_size",
     "tuning_steps",
@@ -108,9 +114,16 @@ class ACSConfig(NamedTuple):
     trend_window: int = 25
 
 
+def alpha_min_from_burnin(config: ACSConfig) -> bool:
+    """Whether ``alpha_min`` is the burn-in's dual-averaged step size (the range search after
+    an MH burn-in), with no search of its own (phase 2 skipped)."""
+    return config.search == "range" and config.burnin_mh_steps > 0
+
+
 def search_steps(config: ACSConfig) -> int:
     """Number of MCMC steps of the searches (phases 2-4)."""
-    alpha = 2 * config.alpha_rounds * config.num_candidates
+    searches = 1 if alpha_min_from_burnin(config) else 2
+    alpha = searches * config.alpha_rounds * config.num_candidates
     balance = (config.steps_per_cycle - 1) * config.num_candidates
     return alpha + balance
 
@@ -154,7 +167,8 @@ class ACSTunerState(NamedTuple):
       above / below the target.
     - **burnin_alpha** - step size of the MH burn-in (phase 1), adapted as it goes by dual
       averaging (:func:`discrete_kernels.warmup.dual_averaging_update`), whose
-      **burnin_error_sum** and **burnin_count** these are;
+      **burnin_log_avg** (averaged log step size), **burnin_error_sum** and **burnin_count**
+      these are;
       **alpha_max_start** - where the ``alpha_max`` search starts (kept for a restart).
     - Trend of the log density: **tuning_step** - steps since the tuning began;
       **window_sum**, **window_sq** - sums of ``f`` and ``f^2`` over the current window;
@@ -179,6 +193,7 @@ class ACSTunerState(NamedTuple):
     round_above: Array
     round_below: Array
     burnin_alpha: Array
+    burnin_log_avg: Array
     burnin_error_sum: Array
     burnin_count: Array
     alpha_max_start: Array
@@ -238,6 +253,7 @@ def acs_tuner_init(
         round_above=false,
         round_below=false,
         burnin_alpha=scalar(_burnin_start(config)),
+        burnin_log_avg=scalar(0.0),
         burnin_error_sum=scalar(0.0),
         burnin_count=scalar(0.0),
         alpha_max_start=scalar(alpha_max_start),
@@ -257,9 +273,13 @@ def _burnin_start(config: ACSConfig) -> float:
 
 
 def _next_phase(config: ACSConfig, phase: int) -> int:
-    """The phase after ``phase``, skipping burn-ins of length 0 (``tuning={'burnin_steps':
-    0}``): a phase of no steps would never end."""
-    lengths = {BURNIN: config.burnin_steps, BURNIN_MH: config.burnin_mh_steps}
+    """The phase after ``phase``, skipping phases of no steps (burn-ins of length 0, the
+    ``alpha_min`` search where :func:`alpha_min_from_burnin`): such a phase would never end."""
+    lengths = {
+        BURNIN: config.burnin_steps,
+        BURNIN_MH: config.burnin_mh_steps,
+        ALPHA_MIN: 0 if alpha_min_from_burnin(config) else 1,
+    }
     following = phase + 1
     while lengths.get(following, 1) == 0:
         following += 1
@@ -463,7 +483,7 @@ def acs_tuner_update(
     dual = dual_averaging_update(
         DualAveragingState(
             xp.log(state.burnin_alpha),
-            xp.zeros_like(alpha),
+            state.burnin_log_avg,
             state.burnin_error_sum,
             state.burnin_count,
             xp.full_like(alpha, math.log(10 * _burnin_start(config))),
@@ -474,6 +494,7 @@ def acs_tuner_update(
     )
     in_burnin = phase == BURNIN_MH
     burnin_alpha = xp.where(in_burnin, xp.exp(dual.log_step_size), state.burnin_alpha)
+    burnin_log_avg = xp.where(in_burnin, dual.log_step_size_avg, state.burnin_log_avg)
     burnin_error_sum = xp.where(in_burnin, dual.error_sum, state.burnin_error_sum)
     burnin_count = xp.where(in_burnin, dual.count, state.burnin_count)
     window_sum, window_sq = state.window_sum, state.window_sq
@@ -491,18 +512,19 @@ def acs_tuner_update(
         restart = advance & (phase == BALANCE) & rising & room
         following = xp.where(restart, xp.full_like(following, BURNIN_MH), following)
     new_phase = xp.where(advance, following, phase)
-    # entering a new EstimateAlpha search: its acceptance memory starts at 0 (Alg. 4, line 1)
-    rho = xp.where(advance & (phase == ALPHA_MIN), xp.zeros_like(rho), rho)
-    # the alpha_min search starts upward from alpha_floor (the range search: from the burn-in's
-    # step size, which targets the same acceptance at the same balance), the alpha_max search
-    # downward
-    if config.search == "range":
-        from_burnin = advance & (phase == BURNIN_MH)
-        alpha_min = xp.where(from_burnin, burnin_alpha, alpha_min)
-    entering_max = advance & (phase == ALPHA_MIN)
-    direction = xp.where(advance & (phase == BURNIN_MH), xp.ones_like(direction), direction)
+    entering_min = advance & (new_phase == ALPHA_MIN)
+    entering_max = advance & (new_phase == ALPHA_MAX)
+    # entering the alpha_max search: its acceptance memory starts at 0 (Alg. 4, line 1)
+    rho = xp.where(entering_max, xp.zeros_like(rho), rho)
+    # the alpha_min search starts upward from alpha_floor, the alpha_max search downward
+    direction = xp.where(entering_min, xp.ones_like(direction), direction)
     direction = xp.where(entering_max, -xp.ones_like(direction), direction)
-    bracketed = bracketed & ~(advance & ((phase == BURNIN_MH) | (phase == ALPHA_MIN)))
+    bracketed = bracketed & ~(entering_min | entering_max)
+    if alpha_min_from_burnin(config):
+        # the burn-in targets the same acceptance at the same balance as the alpha_min search,
+        # averaged over all its steps (a search round sees one proposal per candidate)
+        from_burnin = advance & (phase == BURNIN_MH)
+        alpha_min = xp.where(from_burnin, xp.exp(burnin_log_avg), alpha_min)
     # entering the balance search or the final cycle: make alpha_min <= alpha_max
     entering_balance = advance & (phase == ALPHA_MAX)
     low = xp.minimum(alpha_min, alpha_max)
@@ -540,6 +562,7 @@ def acs_tuner_update(
         round_above=round_above,
         round_below=round_below,
         burnin_alpha=burnin_alpha,
+        burnin_log_avg=burnin_log_avg,
         burnin_error_sum=burnin_error_sum,
         burnin_count=burnin_count,
         alpha_max_start=state.alpha_max_start,

@@ -279,6 +279,11 @@ def _first(phases, phase):
     return int(np.argmax(phases == phase))
 
 
+def _searches_start(phases):
+    """The first step after the burn-in (the alpha_min search is skipped by default)."""
+    return int(np.argmax(phases > acs_schedule.BURNIN_MH))
+
+
 NOISE = np.random.default_rng(7).normal(size=2000)  # stationary fluctuations of f, sd 1
 
 
@@ -288,7 +293,7 @@ def test_burnin_lasts_while_the_log_density_rises():
     # flat from the start: the burn-in ends after its 50 steps (the second window, the first
     # has none before it)
     tuner, phases = _tune_on_log_density(config, lambda i: -100.0 + NOISE[i], 400)
-    assert _first(phases, acs_schedule.ALPHA_MIN) == 50
+    assert _searches_start(phases) == 50
     assert int(tuner.phase) == acs_schedule.DONE and int(tuner.restarts) == 0
 
     # climbing 5 nats a step until step 150: the window ending at 175 still rose against the
@@ -297,16 +302,16 @@ def test_burnin_lasts_while_the_log_density_rises():
         return -1000.0 + 5.0 * min(i, 150) + NOISE[i]
 
     tuner, phases = _tune_on_log_density(config, climb, 400)
-    assert _first(phases, acs_schedule.ALPHA_MIN) == 200
+    assert _searches_start(phases) == 200
     assert _first(phases, acs_schedule.DONE) == 200 + searches
     assert int(tuner.restarts) == 0
     # climbing throughout: the burn-in gives way when only the searches fit in the warmup
     tuner, phases = _tune_on_log_density(config, lambda i: 5.0 * i, 300)
-    assert _first(phases, acs_schedule.ALPHA_MIN) == 300 - searches
+    assert _searches_start(phases) == 300 - searches
     assert int(tuner.phase) == acs_schedule.DONE and int(tuner.restarts) == 0
     # a frozen chain (f never changes) has not settled either
     tuner, phases = _tune_on_log_density(config, lambda i: -100.0, 300)
-    assert _first(phases, acs_schedule.ALPHA_MIN) == 300 - searches
+    assert _searches_start(phases) == 300 - searches
 
 
 def test_a_climb_during_the_searches_restarts_the_tuning_where_the_warmup_has_room():
@@ -318,12 +323,12 @@ def test_a_climb_during_the_searches_restarts_the_tuning_where_the_warmup_has_ro
 
     tuner, phases = _tune_on_log_density(config, climb_late, 600)
     end_first = 50 + searches
-    assert _first(phases, acs_schedule.ALPHA_MIN) == 50
+    assert _searches_start(phases) == 50
     assert phases[end_first] == acs_schedule.BURNIN_MH  # back to the burn-in
     assert int(tuner.restarts) == 1
     # the new burn-in ends at the first window after the climb that did not rise: the window
     # 150-175 still rose against 125-150 (which has the climb's last steps), 175-200 did not
-    assert _first(phases[end_first:], acs_schedule.ALPHA_MIN) + end_first == 200
+    assert _searches_start(phases[end_first:]) + end_first == 200
     assert int(tuner.phase) == acs_schedule.DONE
     # the same climb with no room for another burn-in and the searches: the cycle stands
     tuner, phases = _tune_on_log_density(config, climb_late, end_first + 100)
@@ -342,8 +347,10 @@ def test_burnin_step_size_settles_at_the_target_acceptance():
     tuner, phases = _tune_on_log_density(config, lambda i: 5.0 * min(i, 200), 500, curve)
     assert int(tuner.phase) == acs_schedule.DONE
     assert float(tuner.burnin_alpha) == pytest.approx(alpha_star, rel=0.05)
-    # and the alpha_min search (at the same balance 1/2) finds the same step size
-    assert float(tuner.alpha_min) == pytest.approx(alpha_star, rel=0.5)
+    # alpha_min is the burn-in's averaged step size (no search of its own by default)
+    assert acs_schedule.alpha_min_from_burnin(config)
+    assert float(tuner.alpha_min) == pytest.approx(alpha_star, rel=0.05)
+    assert acs_schedule.search_steps(config) == 25 + 35  # the alpha_max and balance searches
 
 
 def test_trend_window_option():
