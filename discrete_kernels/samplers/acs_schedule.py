@@ -529,6 +529,10 @@ def acs_tuner_update(
     entering_balance = advance & (phase == ALPHA_MAX)
     low = xp.minimum(alpha_min, alpha_max)
     high = xp.maximum(alpha_min, alpha_max)
+    if alpha_min_from_burnin(config):
+        # alpha_min from the burn-in averages many steps: an alpha_max search that ends below it
+        # (at beta_max every large step is rejected) raises alpha_max to it, not the reverse
+        low = alpha_min
     alpha_min = xp.where(entering_balance, low, alpha_min)
     alpha_max = xp.where(entering_balance, high, alpha_max)
     beta_schedule = xp.where(

@@ -262,8 +262,8 @@ def _tune_on_log_density(config, log_density_at, num_warmup, accept_of_alpha=Non
     phases = []
     for i in range(num_warmup):
         phases.append(int(tuner.phase))
-        alpha, _, _ = acs_schedule.acs_step_parameters(tuner, config)
-        accept = 0.5 if accept_of_alpha is None else accept_of_alpha(float(alpha))
+        alpha, beta, _ = acs_schedule.acs_step_parameters(tuner, config)
+        accept = 0.5 if accept_of_alpha is None else accept_of_alpha(float(alpha), float(beta))
         tuner = acs_schedule.acs_warmup_update(
             tuner,
             np.float64(accept),
@@ -340,7 +340,7 @@ def test_burnin_step_size_settles_at_the_target_acceptance():
     config = acs.ACS().config
     alpha_star = 0.02  # acceptance 1/2 there, far below the burn-in's start (0.5)
 
-    def curve(alpha):
+    def curve(alpha, beta):
         return 1.0 / (1.0 + alpha / alpha_star)
 
     # a climb keeps the burn-in going for 200 steps
@@ -351,6 +351,21 @@ def test_burnin_step_size_settles_at_the_target_acceptance():
     assert acs_schedule.alpha_min_from_burnin(config)
     assert float(tuner.alpha_min) == pytest.approx(alpha_star, rel=0.05)
     assert acs_schedule.search_steps(config) == 25 + 35  # the alpha_max and balance searches
+
+
+def test_an_alpha_max_search_ending_below_alpha_min_raises_alpha_max():
+    # at beta_max only tiny steps are accepted (acceptance 1/2 at alpha_star / 10): the cycle
+    # keeps the burn-in's alpha_min and lifts alpha_max to it
+    config = acs.ACS().config
+    alpha_star = 0.2
+
+    def curve(alpha, beta):
+        scale = alpha_star if beta == 0.5 else alpha_star / 10
+        return 1.0 / (1.0 + alpha / scale)
+
+    tuner, _ = _tune_on_log_density(config, lambda i: NOISE[i], 300, curve)
+    assert float(tuner.alpha_min) == pytest.approx(alpha_star, rel=0.05)
+    assert float(tuner.alpha_max) == float(tuner.alpha_min)
 
 
 def test_trend_window_option():
