@@ -13,7 +13,12 @@ batches. Two data sets that ship with scikit-learn (``examples/bnn_data.py``, 80
 - ``breast_cancer`` (classification, 30 features): ``y ~ Bernoulli(logits=3 f(x))``; training
   log-likelihood per data point and test error of the posterior-mean probability.
 
-Every sampler gets the same wall-time budget (``--seconds``), compilation and warmup included:
+Every sampler gets the same wall-time budget (``--seconds``), compilation and warmup included,
+and runs on (up to ``--max-seconds``) while the ESS of its training log-likelihood is below 400,
+so that every ESS/s ratio the table prints compares runs of ESS 400 or more (a ratio of ESS
+estimates from a few dozen effective draws is noise). DULA has no MH correction: the table
+shows its bias (its mean training log-likelihood per row against the exact samplers'), not an
+ESS/s multiple. Chains:
 the gradient kernels run ``--num-chains`` vectorised chains (one compilation, every chain in
 each step), DiscreteGibbs the same number of chains one after another (the only chain method
 it supports; each draw is a sweep over every weight). The script prints ArviZ summaries, a table
@@ -46,6 +51,7 @@ import numpyro_ext as nx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bnn_data import (  # noqa: E402
+    MIN_ESS,
     PAPER_WIDTH,
     Data,
     add_arguments,
@@ -119,18 +125,21 @@ def calibrate(mcmc_for, key, args, kwargs, first_steps: int, seconds: float):
     return per_step, max(t0 - n0 * per_step, 0.0)
 
 
-def sample_for(name, data: Data, hidden, num_chains, seconds, key, calibrated=True):
+def sample_for(name, data: Data, hidden, num_chains, seconds, key, calibrated=True, until=None):
     """Run one sampler for about ``seconds`` of wall time, warmup and compilation included.
 
     Calibrated first (not counted), then one ``warmup`` and one ``run`` call, as a user would
-    run it, with as many steps as fill the budget. Returns the draws grouped by chain (each leaf
-    (chains, draws, ...)), the second at which each kept draw was made, and the MCMC object of
-    the run. ``calibrated=False`` (the reduced mode) skips the calibration and takes the
-    fewest steps.
+    run it, with as many steps as fill the budget. ``until=(ess_of, min_ess, max_seconds)``:
+    while ``ess_of(draws)`` is below ``min_ess`` the run goes on (the same number of steps
+    again, from where it stopped) as long as that fits in ``max_seconds`` (the ESS check
+    itself is not timed). Returns the draws grouped by chain (each leaf (chains, draws, ...)),
+    the second at which each kept draw was made, the MCMC object of the last run call and the
+    steps per chain after warmup. ``calibrated=False`` (the reduced mode) skips the calibration
+    and takes the fewest steps.
     """
     gibbs = name == "DiscreteGibbs"
     chain_method = "sequential" if gibbs else "vectorized"
-    num_warmup = 4 if gibbs else 300  # ACS tunes its cycle in the first 185 warmup steps
+    num_warmup = 4 if gibbs else 300  # ACS tunes its cycle in at least 110 warmup steps
     args = (jnp.asarray(data.x_train), jnp.asarray(data.y_train))
     kwargs = dict(hidden=hidden, task=data.task)
     kernel = make_kernel(name)
@@ -160,21 +169,36 @@ def sample_for(name, data: Data, hidden, num_chains, seconds, key, calibrated=Tr
     thinning = max(1, num_samples // 300)  # about 300 kept draws per chain
     num_samples -= num_samples % thinning
     mcmc = mcmc_for(num_warmup, num_samples, thinning)
-    mcmc.post_warmup_state = warmup.post_warmup_state
-    mcmc.run(warmup.post_warmup_state.rng_key, *args, **kwargs)
-    draws = mcmc.get_samples(group_by_chain=True)
-    jax.block_until_ready(draws)
-    total = time.perf_counter() - start
-    kept = num_samples // thinning
-    # every step costs the same: spread the run's time over its draws, its fixed cost first
-    first = min(warm_end + overhead, total)
-    times = first + (total - first) * np.arange(1, kept + 1) / kept
+    state = warmup.post_warmup_state
+    parts, times, elapsed = [], [], warm_end
+    while True:
+        mcmc.post_warmup_state = state
+        began = time.perf_counter()
+        mcmc.run(state.rng_key, *args, **kwargs)
+        parts.append(mcmc.get_samples(group_by_chain=True))
+        jax.block_until_ready(parts[-1])
+        took = time.perf_counter() - began
+        state = mcmc.last_state
+        kept = num_samples // thinning
+        # every step costs the same: spread the run's time over its draws (the first run's
+        # fixed cost, compilation and warmup, before its first draw)
+        first = min(warm_end + overhead, elapsed + took) if len(parts) == 1 else elapsed
+        times.append(first + (elapsed + took - first) * np.arange(1, kept + 1) / kept)
+        elapsed += took
+        if until is None:
+            break
+        ess_of, min_ess, max_seconds = until
+        draws = {k: np.concatenate([p[k] for p in parts], axis=1) for k in parts[0]}
+        if ess_of(draws) >= min_ess or elapsed + took > max_seconds:
+            break
+    draws = {k: np.concatenate([p[k] for p in parts], axis=1) for k in parts[0]}
+    steps = num_samples * len(parts)
     print(
-        f"{name}: {total:.1f} s ({warm_end:.1f} s warmup) for {num_chains} {chain_method} "
-        f"chains x ({num_warmup} + {num_samples}) steps, every {thinning}th kept",
+        f"{name}: {elapsed:.1f} s ({warm_end:.1f} s warmup) for {num_chains} {chain_method} "
+        f"chains x ({num_warmup} + {steps}) steps, every {thinning}th kept",
         flush=True,
     )
-    return draws, times, mcmc
+    return draws, np.concatenate(times), mcmc, steps
 
 
 def evaluate(draws, data: Data):
@@ -208,9 +232,24 @@ def run_dataset(data: Data, hidden: int, args) -> dict:
         flush=True,
     )
     results = {}
+
+    def ess_of(draws) -> float:
+        train_ll = az.convert_to_dataset({"ll": evaluate(draws, data)[0]})
+        return float(az.ess(train_ll)["ll"])
+
+    # a sampler whose ESS is below MIN_ESS after its budget runs on (at most --max-seconds):
+    # ESS/s ratios are shown only between samplers that reached it (bnn_data.results_table)
+    until = None if args.quick else (ess_of, MIN_ESS, args.max_seconds)
     for name in args.samplers:
-        draws, times, mcmc = sample_for(
-            name, data, hidden, args.num_chains, args.seconds, jax.random.key(1), not args.quick
+        draws, times, mcmc, steps = sample_for(
+            name,
+            data,
+            hidden,
+            args.num_chains,
+            args.seconds,
+            jax.random.key(1),
+            not args.quick,
+            until,
         )
         train_ll, error = evaluate(draws, data)
         idata = az.from_numpyro(mcmc, log_likelihood=False)
@@ -226,10 +265,17 @@ def run_dataset(data: Data, hidden: int, args) -> dict:
             train_ll=train_ll,
             error=error,
             seconds=times[-1],
-            steps=mcmc.num_samples,
+            steps=steps,
         )
 
     print_summaries(results)
+    acs_stats = results.get("ACS", {}).get("sample_stats")
+    if acs_stats is not None and "alpha_max" in acs_stats:
+        # each chain tunes its own cycle in warmup: its ends, one row per chain
+        print("\nACS's tuned cycle per chain (alpha_max, alpha_min):")
+        ends = zip(acs_stats["alpha_max"].values[:, -1], acs_stats["alpha_min"].values[:, -1])
+        for chain, (high, low) in enumerate(ends):
+            print(f"  chain {chain}: {high:.3g}, {low:.3g}")
     table = results_table(results, data)
     print("\n" + "\n".join(table))
 
@@ -284,6 +330,12 @@ def write_doc(data: Data, hidden: int, args, table: list) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_arguments(parser, seconds=10.0, chains=4)
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=40.0,
+        help=f"a sampler below ESS {MIN_ESS} after --seconds runs on up to this long",
+    )
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "figures"))
     args = parser.parse_args()
     if args.quick:

@@ -115,7 +115,7 @@ def run_chain(name, data: Data, hidden, num_warmup, num_samples, seed, clock):
 def sample_for(name, data: Data, hidden, num_chains, seconds, quick):
     """Run ``num_chains`` chains of one sampler one after another in about ``seconds``."""
     gibbs = name == "DiscreteGibbs"
-    # ACS tunes its cycle in the first 185 warmup steps; a Gibbs sweep adapts nothing
+    # ACS tunes its cycle in at least 110 warmup steps; a Gibbs sweep adapts nothing
     num_warmup = 1 if gibbs else 300
     start = time.perf_counter()
     clock = lambda: time.perf_counter() - start  # noqa: E731

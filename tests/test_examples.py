@@ -37,6 +37,7 @@ BENCHMARKS = [
     "benchmarks/ising_pyro.py",
     "benchmarks/mixed_gibbs.py",
     "benchmarks/rbm_acs.py",
+    "benchmarks/acs_bnn.py",
     "benchmarks/ab_targets.py",
     "benchmarks/esh_targets.py",
     "benchmarks/ucd_couplings.py",

@@ -43,8 +43,10 @@ PCD_RETUNE_CYCLES = 25
 
 
 class ACSInfo(NamedTuple):
-    """Statistics of one ACS draw: :class:`~discrete_kernels.samplers.dlp.DLPInfo` and the
-    **cycle_position** ``k mod s`` of its proposal."""
+    """Statistics of one ACS draw: :class:`~discrete_kernels.samplers.dlp.DLPInfo`, the
+    **cycle_position** ``k mod s`` of its proposal, and the chain's cycle ends
+    **alpha_max** and **alpha_min** (each chain tunes its own; during warmup the tuner's
+    current estimates, after it the cycle in use)."""
 
     accept_prob: Array
     accepted: Array
@@ -52,6 +54,8 @@ class ACSInfo(NamedTuple):
     step_size: Array
     balance: Array
     cycle_position: Array
+    alpha_max: Array
+    alpha_min: Array
 
 
 def _tuning_options(tuning: Mapping[str, Any] | None) -> dict:
@@ -60,7 +64,13 @@ def _tuning_options(tuning: Mapping[str, Any] | None) -> dict:
         return {}
     if not isinstance(tuning, Mapping):
         raise ValueError(f"ACS: tuning must be a dict of ACSConfig fields, got {tuning!r}.")
-    lengths = {"burnin_steps": 0, "burnin_mh_steps": 0, "num_candidates": 1, "alpha_rounds": 1}
+    lengths = {
+        "burnin_steps": 0,
+        "burnin_mh_steps": 0,
+        "num_candidates": 1,
+        "alpha_rounds": 1,
+        "trend_window": 2,
+    }
     allowed = sorted([*lengths, "learning_rate", "search", "expansion"])
     out: dict[str, Any] = {}
     for key, value in tuning.items():
@@ -90,9 +100,13 @@ class ACS(DLPSampler):
 
     The cycle is tuned automatically during warmup (burn-in, EstimateAlpha for ``alpha_min``
     and ``alpha_max``, EstimateBalSched; see :mod:`discrete_kernels.samplers.acs_schedule`),
-    one proposal per warmup step, :func:`~discrete_kernels.samplers.acs_schedule.tuning_steps`
-    steps in all (185 with the defaults). A warmup shorter than that ends the tuning early
-    with a warning. Or pass ``alpha_max``, ``alpha_min`` and ``beta_schedule`` to skip it.
+    one proposal per warmup step, at least
+    :func:`~discrete_kernels.samplers.acs_schedule.tuning_steps` steps (110 with the defaults).
+    The burn-in goes on while the chain's log density still rises, and the tuning restarts if
+    it rose during the searches, as long as the warmup has room (so a chain far from the
+    typical set does not fix its cycle there). A warmup shorter than 110 steps ends the tuning
+    early with a warning. Or pass ``alpha_max``, ``alpha_min`` and ``beta_schedule`` to skip
+    it.
 
     Parameters
     ----------
@@ -112,7 +126,9 @@ class ACS(DLPSampler):
     tuning : dict, optional
         Other :class:`~discrete_kernels.samplers.acs_schedule.ACSConfig` fields: ``search``
         (``"range"``, the default, or ``"paper"`` for Alg. 4 as written), ``expansion``,
-        burn-in lengths, candidates per round, rounds, learning rate (``"paper"`` only).
+        burn-in lengths, candidates per round, rounds, learning rate (``"paper"`` only),
+        ``trend_window`` (steps per window of the log-density trend that keeps the burn-in
+        going while a chain still climbs, 25).
     """
 
     steps_per_cycle: int = 8
@@ -216,7 +232,15 @@ class ACS(DLPSampler):
             return (Phase(0, None, advance),)
 
         def tune(state: ACSTunerState, feedback: Feedback) -> ACSTunerState:
-            return acs_tuner_update(state, feedback.info.accept_prob, config)
+            # the trend of the chain's log density decides when the burn-in ends (and whether
+            # the searches run again); steps_left: warmup steps after this one
+            return acs_tuner_update(
+                state,
+                feedback.info.accept_prob,
+                config,
+                log_density=feedback.chain.log_density,
+                steps_left=num_warmup - 1 - feedback.index,
+            )
 
         def finish(state: ACSTunerState) -> ACSTunerState:
             xp = array_namespace(state.alpha_min)
@@ -234,12 +258,16 @@ class ACS(DLPSampler):
 
     def step(self, chain, noise, params, adapt_state, sites, local_fn):
         chain, info = super().step(chain, noise, params, adapt_state, sites, local_fn)
-        return chain, ACSInfo(*info, self._position(adapt_state))
+        return chain, ACSInfo(
+            *info, self._position(adapt_state), adapt_state.alpha_max, adapt_state.alpha_min
+        )
 
     def initial_info(self, params, adapt_state, like) -> dict:
         values = super().initial_info(params, adapt_state, like)
         xp = array_namespace(like)
         values["cycle_position"] = xp.asarray(self._position(adapt_state), device=_device(like))
+        for name in ("alpha_max", "alpha_min"):
+            values[name] = xp.asarray(getattr(adapt_state, name), dtype=like.dtype) + 0 * like
         return values
 
     def adapt_final(self, adapt_state: ACSTunerState) -> dict:

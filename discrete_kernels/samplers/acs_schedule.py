@@ -6,16 +6,36 @@ The step of ACS is the DLP step with step size ``alpha_k`` and balance ``beta_k`
 
 Tuning (Alg. 2-5 of the paper), one proposal per MCMC step, all inside warmup:
 
-0. burn-in without MH at ``(alpha_ceil, beta_max)`` (``burnin_steps``);
-1. burn-in with MH on a naive cycle from ``(alpha_ceil, beta_max)`` to ``(alpha_floor, 1/2)``
-   (``burnin_mh_steps``);
+0. burn-in without MH at ``(alpha_ceil, beta_max)`` (``burnin_steps``; none by default: on a
+   binary BNN these steps threw chains hundreds of nats below their start, into states where
+   they froze; the paper's 50 with ``tuning={"burnin_steps": 50}``);
+1. burn-in with MH at ``beta = 1/2`` (DMALA's proposal) and a step size adapted to ``rho*``
+   as it goes (dual averaging, as DMALA's warmup, from ``sqrt(alpha_floor alpha_ceil)``), for
+   at least ``burnin_mh_steps`` and on while the chain's log density still rises (below);
 2. EstimateAlpha for ``alpha_min`` at ``beta = 1/2``: rounds of ``num_candidates`` step sizes
-   searched from ``alpha_floor``;
+   searched from ``alpha_floor``. The default (range search after an MH burn-in) skips it:
+   the burn-in already adapts the step size of acceptance ``rho*`` at ``beta = 1/2``, averaged
+   over all its steps, which is ``alpha_min``; a search round sees one proposal per candidate;
 3. EstimateAlpha for ``alpha_max`` at ``beta_max``: the same, from the larger of
    ``alpha_ceil`` and the domain's scale (:func:`discrete_kernels.domains.domain_step_scale`);
 4. EstimateBalSched: for each position ``k = 1 .. s-1`` of the cycle, ``num_candidates``
    balances on a grid of ``[1/2, beta_{k-1}]``, keeping the one of highest acceptance;
 5. done: the tuned cycle.
+
+The paper's burn-in (phase 1 on a naive cycle, a fixed number of steps) can end while a chain
+is still far from the typical set; the searches then tune the cycle to that transient (step
+sizes of acceptance ``rho*`` on a slope of the log density) and the chain can freeze there
+once it climbs out. Here the tuner watches the trend of the chain's log density ``f`` in
+windows of ``trend_window`` steps: a window is *rising* when its mean ``f`` exceeds the
+previous window's by more than its own standard deviation (a steady climb moves the mean by
+about ``sqrt(12)`` within-window deviations; noise at stationarity by a fraction of one), or
+when ``f`` never changed in it (a frozen chain has not settled either).
+Phase 1 ends at the first window end after ``burnin_mh_steps`` that is not rising, or when
+only the searches' steps are left in the warmup. If the window that ends the balance search is
+rising (the chain climbed during the searches), the tuning restarts at phase 1 when the warmup
+still has room for phase 1 and the searches; otherwise the cycle stands. Without the log
+density (:func:`acs_tuner_update` called without it, as ACS inside PCD does) phase 1 lasts
+``burnin_mh_steps`` and nothing restarts.
 
 Two searches are available (``ACSConfig.search``). ``"paper"`` is Alg. 4 as written: each
 round tests step sizes between the bound and ``bound * (1 -/+ zeta |rho* - rho|)``, downward
@@ -46,7 +66,12 @@ from typing import NamedTuple
 from array_api_compat import device as _device
 
 from .._xp import Array, array_namespace
-from ..warmup import dlp_step_size_bounds
+from ..warmup import (
+    DualAveragingState,
+    StepSizeAdaptation,
+    dlp_step_size_bounds,
+    dual_averaging_update,
+)
 
 __all__ = [
     "ACSConfig",
@@ -59,6 +84,8 @@ __all__ = [
     "acs_tuner_update",
     "acs_warmup_update",
     "cyclical_balance",
+    "alpha_min_from_burnin",
+    "search_steps",
     "cyclical_step_size",
     "tuning_steps",
 ]
@@ -77,20 +104,34 @@ class ACSConfig(NamedTuple):
     target_accept_prob: float
     alpha_floor: float
     alpha_ceil: float
-    burnin_steps: int = 50
+    burnin_steps: int = 0
     burnin_mh_steps: int = 50
     num_candidates: int = 5
     alpha_rounds: int = 5
     learning_rate: float = 0.5
     search: str = "range"
     expansion: float = 4.0
+    trend_window: int = 25
+
+
+def alpha_min_from_burnin(config: ACSConfig) -> bool:
+    """Whether ``alpha_min`` is the burn-in's dual-averaged step size (the range search after
+    an MH burn-in), with no search of its own (phase 2 skipped)."""
+    return config.search == "range" and config.burnin_mh_steps > 0
+
+
+def search_steps(config: ACSConfig) -> int:
+    """Number of MCMC steps of the searches (phases 2-4)."""
+    searches = 1 if alpha_min_from_burnin(config) else 2
+    alpha = searches * config.alpha_rounds * config.num_candidates
+    balance = (config.steps_per_cycle - 1) * config.num_candidates
+    return alpha + balance
 
 
 def tuning_steps(config: ACSConfig) -> int:
-    """Number of MCMC steps the tuning takes (each is one log-density evaluation)."""
-    alpha = 2 * config.alpha_rounds * config.num_candidates
-    balance = (config.steps_per_cycle - 1) * config.num_candidates
-    return config.burnin_steps + config.burnin_mh_steps + alpha + balance
+    """Number of MCMC steps the tuning takes at least (each is one log-density evaluation):
+    phase 1 may go on while the chain's log density rises, within the warmup."""
+    return config.burnin_steps + config.burnin_mh_steps + search_steps(config)
 
 
 def cyclical_step_size(k: Array, steps_per_cycle: int, alpha_max: Array, alpha_min: Array):
@@ -124,6 +165,15 @@ class ACSTunerState(NamedTuple):
       (:func:`discrete_kernels.warmup.dlp_step_size_bounds`);
       **round_above**, **round_below** - whether a candidate of this round had acceptance
       above / below the target.
+    - **burnin_alpha** - step size of the MH burn-in (phase 1), adapted as it goes by dual
+      averaging (:func:`discrete_kernels.warmup.dual_averaging_update`), whose
+      **burnin_log_avg** (averaged log step size), **burnin_error_sum** and **burnin_count**
+      these are;
+      **alpha_max_start** - where the ``alpha_max`` search starts (kept for a restart).
+    - Trend of the log density: **tuning_step** - steps since the tuning began;
+      **window_sum**, **window_sq** - sums of ``f`` and ``f^2`` over the current window;
+      **previous_mean** - mean ``f`` of the last window; **rising** - whether the last window
+      was rising (see the module docstring); **restarts** - how often the tuning restarted.
     """
 
     phase: Array
@@ -142,6 +192,17 @@ class ACSTunerState(NamedTuple):
     alpha_limit: Array
     round_above: Array
     round_below: Array
+    burnin_alpha: Array
+    burnin_log_avg: Array
+    burnin_error_sum: Array
+    burnin_count: Array
+    alpha_max_start: Array
+    tuning_step: Array
+    window_sum: Array
+    window_sq: Array
+    previous_mean: Array
+    rising: Array
+    restarts: Array
 
 
 def acs_tuner_init(
@@ -173,11 +234,12 @@ def acs_tuner_init(
     if config.search == "range":
         ceil = max(ceil, domain_scale)
     false = integer(False)
+    alpha_max_start = ceil if alpha_max is None else alpha_max
     return ACSTunerState(
         phase=integer(DONE if tuned else _next_phase(config, BURNIN - 1)),
         count=integer(0),
         alpha_min=scalar(config.alpha_floor if alpha_min is None else alpha_min),
-        alpha_max=scalar(ceil if alpha_max is None else alpha_max),
+        alpha_max=scalar(alpha_max_start),
         rho=scalar(0.0),
         best_gap=scalar(math.inf),
         best_value=scalar(0.0),
@@ -190,13 +252,34 @@ def acs_tuner_init(
         alpha_limit=scalar(dlp_step_size_bounds(domain_scale)[1]),
         round_above=false,
         round_below=false,
+        burnin_alpha=scalar(_burnin_start(config)),
+        burnin_log_avg=scalar(0.0),
+        burnin_error_sum=scalar(0.0),
+        burnin_count=scalar(0.0),
+        alpha_max_start=scalar(alpha_max_start),
+        tuning_step=integer(0),
+        window_sum=scalar(0.0),
+        window_sq=scalar(0.0),
+        previous_mean=scalar(-math.inf),
+        rising=integer(True),
+        restarts=integer(0),
     )
 
 
+def _burnin_start(config: ACSConfig) -> float:
+    """Where the burn-in's step size starts: ``sqrt(alpha_floor alpha_ceil)`` (0.5, DMALA's
+    default, with the defaults)."""
+    return math.sqrt(config.alpha_floor * config.alpha_ceil)
+
+
 def _next_phase(config: ACSConfig, phase: int) -> int:
-    """The phase after ``phase``, skipping burn-ins of length 0 (``tuning={'burnin_steps':
-    0}``): a phase of no steps would never end."""
-    lengths = {BURNIN: config.burnin_steps, BURNIN_MH: config.burnin_mh_steps}
+    """The phase after ``phase``, skipping phases of no steps (burn-ins of length 0, the
+    ``alpha_min`` search where :func:`alpha_min_from_burnin`): such a phase would never end."""
+    lengths = {
+        BURNIN: config.burnin_steps,
+        BURNIN_MH: config.burnin_mh_steps,
+        ALPHA_MIN: 0 if alpha_min_from_burnin(config) else 1,
+    }
     following = phase + 1
     while lengths.get(following, 1) == 0:
         following += 1
@@ -255,24 +338,21 @@ def acs_step_parameters(state: ACSTunerState, config: ACSConfig) -> tuple[Array,
     s = config.steps_per_cycle
     like = state.alpha_min
     scalar = lambda v: xp.asarray(v, dtype=like.dtype, device=_device(like))  # noqa: E731
-    ceil, floor = scalar(config.alpha_ceil), scalar(config.alpha_floor)
+    ceil = scalar(config.alpha_ceil)
     half, beta_max = scalar(0.5), scalar(config.beta_max)
-    # phase 1: naive cycle, alpha from ceil to floor and beta from beta_max to 1/2 (Eq. 8)
-    naive_alpha = cyclical_step_size(state.count, s, ceil, floor)
-    naive_beta = xp.maximum(cyclical_step_size(state.count, s, beta_max, half), half)
     _, balance_beta = _balance_candidate(state, config)
     balance_position = state.count // config.num_candidates + 1
     cycle_alpha = cyclical_step_size(state.cycle_position, s, state.alpha_max, state.alpha_min)
     cycle_beta = cyclical_balance(state.cycle_position, state.beta_schedule)
     alphas = [
         ceil,
-        naive_alpha,
+        state.burnin_alpha,
         _alpha_candidate(state, config, maximum=False),
         _alpha_candidate(state, config, maximum=True),
         cyclical_step_size(balance_position, s, state.alpha_max, state.alpha_min),
         cycle_alpha,
     ]
-    betas = [beta_max, naive_beta, half, beta_max, balance_beta, cycle_beta]
+    betas = [beta_max, half, half, beta_max, balance_beta, cycle_beta]
     alpha = _select(state.phase, alphas)
     beta = _select(state.phase, betas)
     return alpha, beta, state.phase != BURNIN
@@ -286,10 +366,48 @@ def _select(phase: Array, values: list[Array]) -> Array:
     return out
 
 
-def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig) -> ACSTunerState:
+def _trend_update(
+    state: ACSTunerState, log_density: Array, config: ACSConfig
+) -> tuple[Array, Array, Array, Array]:
+    """``(window_sum, window_sq, previous_mean, rising)`` after a step that reached
+    ``log_density``: the window's running mean and sum of squared deviations (Welford, kept in
+    the fields ``window_sum`` and ``window_sq``), and at a window's end its verdict (module
+    docstring)."""
+    xp = array_namespace(state.window_sum)
+    window = config.trend_window
+    step = state.tuning_step + 1
+    seen = xp.astype((step - 1) % window + 1, state.window_sum.dtype)  # steps in this window
+    f = xp.astype(log_density, state.window_sum.dtype)
+    delta = f - state.window_sum
+    mean = state.window_sum + delta / seen
+    squares = state.window_sq + delta * (f - mean)
+    end = step % window == 0
+    spread = xp.sqrt(xp.maximum(squares, xp.zeros_like(squares)) / seen)
+    # a window in which f never changed (a frozen chain) has not settled either
+    rising = xp.where(end, ((mean - state.previous_mean) > spread) | (spread == 0), state.rising)
+    previous_mean = xp.where(end, mean, state.previous_mean)
+    mean = xp.where(end, xp.zeros_like(mean), mean)
+    squares = xp.where(end, xp.zeros_like(squares), squares)
+    return mean, squares, previous_mean, rising
+
+
+def acs_tuner_update(
+    state: ACSTunerState,
+    accept_prob: Array,
+    config: ACSConfig,
+    log_density: Array | None = None,
+    steps_left: Array | int | None = None,
+) -> ACSTunerState:
     """Advance the tuner after a step with the parameters of :func:`acs_step_parameters`,
-    whose proposal had expected acceptance ``accept_prob``."""
+    whose proposal had expected acceptance ``accept_prob``.
+
+    ``log_density`` (the chain's after the step) and ``steps_left`` (warmup steps after this
+    one), given together, turn on the trend watch of the module docstring: phase 1 goes on
+    while the log density rises (until only the searches fit in the warmup), and a climb during
+    the searches restarts the tuning. Without them phase 1 lasts ``burnin_mh_steps``.
+    """
     xp = array_namespace(state.alpha_min)
+    watch = log_density is not None and steps_left is not None
     t = config.num_candidates
     s = config.steps_per_cycle
     target = config.target_accept_prob
@@ -360,18 +478,61 @@ def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig
     length = _select(phase, [integer(n) for n in phase_length] + [integer(-1)])
     advance = (count == length) & (phase != DONE)
     following = _select(phase, [integer(_next_phase(config, p)) for p in range(DONE + 1)])
+    # phase 1: a step size of acceptance rho* at beta = 1/2, adapted as the chain moves
+    # (dual averaging, as DMALA's warmup, from sqrt(alpha_floor alpha_ceil))
+    dual = dual_averaging_update(
+        DualAveragingState(
+            xp.log(state.burnin_alpha),
+            state.burnin_log_avg,
+            state.burnin_error_sum,
+            state.burnin_count,
+            xp.full_like(alpha, math.log(10 * _burnin_start(config))),
+        ),
+        accept_prob,
+        StepSizeAdaptation(target_accept_prob=target),
+        (dlp_step_size_bounds(0.0)[0], state.alpha_limit),
+    )
+    in_burnin = phase == BURNIN_MH
+    burnin_alpha = xp.where(in_burnin, xp.exp(dual.log_step_size), state.burnin_alpha)
+    burnin_log_avg = xp.where(in_burnin, dual.log_step_size_avg, state.burnin_log_avg)
+    burnin_error_sum = xp.where(in_burnin, dual.error_sum, state.burnin_error_sum)
+    burnin_count = xp.where(in_burnin, dual.count, state.burnin_count)
+    window_sum, window_sq = state.window_sum, state.window_sq
+    previous_mean, rising, restart = state.previous_mean, state.rising, xp.zeros_like(advance)
+    if watch:
+        assert log_density is not None and steps_left is not None  # for mypy
+        window_sum, window_sq, previous_mean, rising = _trend_update(state, log_density, config)
+        left = xp.asarray(steps_left, device=_device(phase))
+        no_room = left <= search_steps(config)
+        window_end = (state.tuning_step + 1) % config.trend_window == 0
+        burnin_over = (count >= length) & ((window_end & ~rising) | no_room)
+        advance = xp.where(phase == BURNIN_MH, burnin_over, advance)
+        # a climb during the searches: tune again if phase 1 and the searches still fit
+        room = left > search_steps(config) + config.burnin_mh_steps
+        restart = advance & (phase == BALANCE) & rising & room
+        following = xp.where(restart, xp.full_like(following, BURNIN_MH), following)
     new_phase = xp.where(advance, following, phase)
-    # entering a new EstimateAlpha search: its acceptance memory starts at 0 (Alg. 4, line 1)
-    rho = xp.where(advance & (phase == ALPHA_MIN), xp.zeros_like(rho), rho)
+    entering_min = advance & (new_phase == ALPHA_MIN)
+    entering_max = advance & (new_phase == ALPHA_MAX)
+    # entering the alpha_max search: its acceptance memory starts at 0 (Alg. 4, line 1)
+    rho = xp.where(entering_max, xp.zeros_like(rho), rho)
     # the alpha_min search starts upward from alpha_floor, the alpha_max search downward
-    entering_max = advance & (phase == ALPHA_MIN)
-    direction = xp.where(advance & (phase == BURNIN_MH), xp.ones_like(direction), direction)
+    direction = xp.where(entering_min, xp.ones_like(direction), direction)
     direction = xp.where(entering_max, -xp.ones_like(direction), direction)
-    bracketed = bracketed & ~(advance & ((phase == BURNIN_MH) | (phase == ALPHA_MIN)))
+    bracketed = bracketed & ~(entering_min | entering_max)
+    if alpha_min_from_burnin(config):
+        # the burn-in targets the same acceptance at the same balance as the alpha_min search,
+        # averaged over all its steps (a search round sees one proposal per candidate)
+        from_burnin = advance & (phase == BURNIN_MH)
+        alpha_min = xp.where(from_burnin, xp.exp(burnin_log_avg), alpha_min)
     # entering the balance search or the final cycle: make alpha_min <= alpha_max
     entering_balance = advance & (phase == ALPHA_MAX)
     low = xp.minimum(alpha_min, alpha_max)
     high = xp.maximum(alpha_min, alpha_max)
+    if alpha_min_from_burnin(config):
+        # alpha_min from the burn-in averages many steps: an alpha_max search that ends below it
+        # (at beta_max every large step is rejected) raises alpha_max to it, not the reverse
+        low = alpha_min
     alpha_min = xp.where(entering_balance, low, alpha_min)
     alpha_max = xp.where(entering_balance, high, alpha_max)
     beta_schedule = xp.where(
@@ -381,6 +542,12 @@ def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig
     )
     count = xp.where(advance, xp.zeros_like(count), count)
     cycle_position = xp.where(phase == DONE, state.cycle_position + 1, state.cycle_position)
+    # a restart starts the searches afresh, from where the first tuning started them
+    alpha_min = xp.where(restart, xp.full_like(alpha_min, config.alpha_floor), alpha_min)
+    alpha_max = xp.where(restart, state.alpha_max_start, alpha_max)
+    beta_schedule = xp.where(restart, xp.full_like(beta_schedule, config.beta_max), beta_schedule)
+    bracketed = bracketed & ~restart
+    rho = xp.where(restart, xp.zeros_like(rho), rho)
     return ACSTunerState(
         phase=new_phase,
         count=count,
@@ -398,6 +565,17 @@ def acs_tuner_update(state: ACSTunerState, accept_prob: Array, config: ACSConfig
         alpha_limit=state.alpha_limit,
         round_above=round_above,
         round_below=round_below,
+        burnin_alpha=burnin_alpha,
+        burnin_log_avg=burnin_log_avg,
+        burnin_error_sum=burnin_error_sum,
+        burnin_count=burnin_count,
+        alpha_max_start=state.alpha_max_start,
+        tuning_step=xp.where(phase == DONE, state.tuning_step, state.tuning_step + 1),
+        window_sum=window_sum,
+        window_sq=window_sq,
+        previous_mean=previous_mean,
+        rising=rising,
+        restarts=state.restarts + xp.astype(restart, state.restarts.dtype),
     )
 
 
@@ -437,12 +615,15 @@ def acs_warmup_update(
     config: ACSConfig,
     iteration: Array,
     num_warmup: int,
+    log_density: Array | None = None,
 ) -> ACSTunerState:
     """:func:`acs_tuner_update`, and at the last warmup step (``iteration == num_warmup - 1``)
     :func:`acs_finish_tuning` if the tuning has not finished, so sampling always follows a
-    fixed cycle."""
+    fixed cycle. With ``log_density`` (the chain's after the step) the tuner watches its trend
+    (module docstring)."""
     xp = array_namespace(state.alpha_min)
-    updated = acs_tuner_update(state, accept_prob, config)
+    steps_left = None if log_density is None else num_warmup - 1 - iteration
+    updated = acs_tuner_update(state, accept_prob, config, log_density, steps_left)
     finished = acs_finish_tuning(updated, config)
     force = (iteration == num_warmup - 1) & (updated.phase != DONE)
     return ACSTunerState(*(xp.where(force, f, u) for f, u in zip(finished, updated)))

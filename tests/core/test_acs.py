@@ -252,3 +252,123 @@ def test_tuning_search_option_is_checked():
         acs.ACS(tuning={"expansion": 0.5})
     config = acs.ACS(tuning={"search": "paper"}).config
     assert config.search == "paper"
+
+
+def _tune_on_log_density(config, log_density_at, num_warmup, accept_of_alpha=None):
+    """Drive the tuner through a warmup of ``num_warmup`` steps with the chain's log density
+    ``log_density_at(i)`` after step ``i``; returns the final tuner and the phase before each
+    step."""
+    tuner = acs_schedule.acs_tuner_init(config, np.float64(1.0))
+    phases = []
+    for i in range(num_warmup):
+        phases.append(int(tuner.phase))
+        alpha, beta, _ = acs_schedule.acs_step_parameters(tuner, config)
+        accept = 0.5 if accept_of_alpha is None else accept_of_alpha(float(alpha), float(beta))
+        tuner = acs_schedule.acs_warmup_update(
+            tuner,
+            np.float64(accept),
+            config,
+            np.int64(i),
+            num_warmup,
+            log_density=np.float64(log_density_at(i)),
+        )
+    return tuner, np.asarray(phases)
+
+
+def _first(phases, phase):
+    return int(np.argmax(phases == phase))
+
+
+def _searches_start(phases):
+    """The first step after the burn-in (the alpha_min search is skipped by default)."""
+    return int(np.argmax(phases > acs_schedule.BURNIN_MH))
+
+
+NOISE = np.random.default_rng(7).normal(size=2000)  # stationary fluctuations of f, sd 1
+
+
+def test_burnin_lasts_while_the_log_density_rises():
+    config = acs.ACS().config  # windows of 25 steps; an MH burn-in of at least 50 steps
+    searches = acs_schedule.search_steps(config)
+    # flat from the start: the burn-in ends after its 50 steps (the second window, the first
+    # has none before it)
+    tuner, phases = _tune_on_log_density(config, lambda i: -100.0 + NOISE[i], 400)
+    assert _searches_start(phases) == 50
+    assert int(tuner.phase) == acs_schedule.DONE and int(tuner.restarts) == 0
+
+    # climbing 5 nats a step until step 150: the window ending at 175 still rose against the
+    # one before (a climbing window), the one ending at 200 did not
+    def climb(i):
+        return -1000.0 + 5.0 * min(i, 150) + NOISE[i]
+
+    tuner, phases = _tune_on_log_density(config, climb, 400)
+    assert _searches_start(phases) == 200
+    assert _first(phases, acs_schedule.DONE) == 200 + searches
+    assert int(tuner.restarts) == 0
+    # climbing throughout: the burn-in gives way when only the searches fit in the warmup
+    tuner, phases = _tune_on_log_density(config, lambda i: 5.0 * i, 300)
+    assert _searches_start(phases) == 300 - searches
+    assert int(tuner.phase) == acs_schedule.DONE and int(tuner.restarts) == 0
+    # a frozen chain (f never changes) has not settled either
+    tuner, phases = _tune_on_log_density(config, lambda i: -100.0, 300)
+    assert _searches_start(phases) == 300 - searches
+
+
+def test_a_climb_during_the_searches_restarts_the_tuning_where_the_warmup_has_room():
+    config = acs.ACS().config
+    searches = acs_schedule.search_steps(config)
+
+    def climb_late(i):  # flat, then 10 nats a step during the searches (60-130), then flat
+        return -1000.0 + 10.0 * min(max(i - 60, 0), 70) + NOISE[i]
+
+    tuner, phases = _tune_on_log_density(config, climb_late, 600)
+    end_first = 50 + searches
+    assert _searches_start(phases) == 50
+    assert phases[end_first] == acs_schedule.BURNIN_MH  # back to the burn-in
+    assert int(tuner.restarts) == 1
+    # the new burn-in ends at the first window after the climb that did not rise: the window
+    # 150-175 still rose against 125-150 (which has the climb's last steps), 175-200 did not
+    assert _searches_start(phases[end_first:]) + end_first == 200
+    assert int(tuner.phase) == acs_schedule.DONE
+    # the same climb with no room for another burn-in and the searches: the cycle stands
+    tuner, phases = _tune_on_log_density(config, climb_late, end_first + 100)
+    assert int(tuner.restarts) == 0
+    assert _first(phases, acs_schedule.DONE) == end_first
+
+
+def test_burnin_step_size_settles_at_the_target_acceptance():
+    config = acs.ACS().config
+    alpha_star = 0.02  # acceptance 1/2 there, far below the burn-in's start (0.5)
+
+    def curve(alpha, beta):
+        return 1.0 / (1.0 + alpha / alpha_star)
+
+    # a climb keeps the burn-in going for 200 steps
+    tuner, phases = _tune_on_log_density(config, lambda i: 5.0 * min(i, 200), 500, curve)
+    assert int(tuner.phase) == acs_schedule.DONE
+    assert float(tuner.burnin_alpha) == pytest.approx(alpha_star, rel=0.05)
+    # alpha_min is the burn-in's averaged step size (no search of its own by default)
+    assert acs_schedule.alpha_min_from_burnin(config)
+    assert float(tuner.alpha_min) == pytest.approx(alpha_star, rel=0.05)
+    assert acs_schedule.search_steps(config) == 25 + 35  # the alpha_max and balance searches
+
+
+def test_an_alpha_max_search_ending_below_alpha_min_raises_alpha_max():
+    # at beta_max only tiny steps are accepted (acceptance 1/2 at alpha_star / 10): the cycle
+    # keeps the burn-in's alpha_min and lifts alpha_max to it
+    config = acs.ACS().config
+    alpha_star = 0.2
+
+    def curve(alpha, beta):
+        scale = alpha_star if beta == 0.5 else alpha_star / 10
+        return 1.0 / (1.0 + alpha / scale)
+
+    tuner, _ = _tune_on_log_density(config, lambda i: NOISE[i], 300, curve)
+    assert float(tuner.alpha_min) == pytest.approx(alpha_star, rel=0.05)
+    assert float(tuner.alpha_max) == float(tuner.alpha_min)
+
+
+def test_trend_window_option():
+    assert acs.ACS(tuning={"trend_window": 10}).config.trend_window == 10
+    with pytest.raises(ValueError, match="trend_window"):
+        acs.ACS(tuning={"trend_window": 1})
