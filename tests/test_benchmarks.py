@@ -223,3 +223,19 @@ def test_benchmark_command_quick_run_of_the_user_suite():
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "exit 0" in out.stdout and "| model | size (exact answer) |" in out.stdout
+
+
+@pytest.mark.slow
+def test_benchmark_command_quick_run_of_discs_and_ising_ess():
+    """Smoke runs of the DISCS models and the Ising ESS comparison (nothing written)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "discs", "ising_ess"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("exit 0") == 2
+    assert "| factorial HMM L = 6, K = 3 | DiscreteGibbs |" in out.stdout
+    assert "| 10x10, J = 0.4407 | DiscreteGibbs |" in out.stdout
