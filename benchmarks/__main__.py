@@ -49,9 +49,11 @@ EXTERNAL = {
 
 #: every benchmark, in the order the full run takes them
 SCRIPTS = {
-    "scaling": "time per step against d and chains, ESS/s against one-site Gibbs, paper scale",
+    "scaling": "time per step against d and chains, paper scale, memory",
     "device_step": "a DMALA step on the device at hand against a hand-written one and the paper's",
     "small_models": "small models: MCMC(nx.DMALA) and px.DMALA against plain loops, DiscreteGibbs",
+    "ising_ess": "Ising lattices: DMALA's ESS/s against DiscreteGibbs under the ratio rule",
+    "discs": "DISCS's classical models and metric (Hamming-distance ESS per s and per evaluation)",
     "ising_numpyro": "critical 20x20 Ising: DMALA and GWG against NumPyro's DiscreteGibbs",
     "ising_pyro": "critical 20x20 Ising in Pyro against pyro_ext.DiscreteGibbs",
     "mixed_gibbs": "spike-and-slab: Gibbs(DMALA or AB, NUTS) against DiscreteHMCGibbs",

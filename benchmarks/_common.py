@@ -5,6 +5,10 @@
   :func:`rbm_log_density`): written once here, used by every script that needs them.
 - **ESS**: NumPyro's multi-chain :func:`numpyro.diagnostics.effective_sample_size` (the
   estimator ArviZ's ``ess`` also implements), on draws grouped by chain.
+- **The ratio rule** (:func:`run_until_ess`, :func:`ratio_under_rule`): an ESS-per-second
+  ratio is printed only from runs in which every sampler reached an ESS of at least
+  :data:`MIN_ESS`, or as the median and range over at least :data:`MIN_SEEDS` seeds; otherwise
+  the table says why no ratio is given.
 - **Timing**: :func:`time_compiled` runs a jitted function twice; the first call's time
   includes compilation, the second is the steady state. Ratios are always taken in one
   process, side by side.
@@ -103,6 +107,93 @@ def ess(values: Any) -> float:
     if values.ndim == 1:
         values = values[None]
     return float(effective_sample_size(values))
+
+
+#: an ESS below this makes a single run's ESS (and any ratio of two) uncertain by factors
+MIN_ESS = 400
+#: with some ESS below :data:`MIN_ESS`, a ratio needs at least this many seeds (median, range)
+MIN_SEEDS = 5
+
+
+def run_until_ess(
+    run: Callable[[int, int], tuple[Any, float]],
+    first_draws: int,
+    seed: int,
+    target: float = MIN_ESS,
+    budget_seconds: float = 120.0,
+) -> dict[str, Any]:
+    """Run a sampler with more draws until the ESS of its statistic reaches ``target``, or
+    until the next run would exceed ``budget_seconds``.
+
+    Each try is a complete run from scratch (``run(num_draws, seed)`` returns the statistic's
+    draws of shape (chains, num_draws) and the run's seconds, compilation included); the draw
+    count grows by the factor the last ESS predicts (1.3 times the shortfall, between 1.5 and 8),
+    at most what fits 90% of the budget at the last run's pace; where that is below 1.5 the
+    search stops.
+    The record of the last run is returned: ``draws``, ``seconds``, ``ess``,
+    ``ess_per_second``, ``reached`` (ESS >= target) and ``tries``.
+    """
+    draws, tries = first_draws, 0
+    while True:
+        values, seconds = run(draws, seed)
+        tries += 1
+        value = ess(values)
+        record = {
+            "draws": draws,
+            "seconds": seconds,
+            "ess": value,
+            "ess_per_second": value / seconds,
+            "reached": bool(value >= target),
+            "tries": tries,
+        }
+        if value >= target:
+            return record
+        wanted = min(8.0, max(1.5, 1.3 * target / max(value, 1.0)))
+        factor = min(wanted, 0.9 * budget_seconds / seconds)
+        if factor < 1.5:  # the next run would not fit the budget
+            return record
+        draws = int(draws * factor)
+
+
+def ratio_under_rule(
+    numerator: list[dict[str, Any]],
+    denominator: list[dict[str, Any]],
+    key: str = "ess_per_second",
+    min_ess: float = MIN_ESS,
+    min_seeds: int = MIN_SEEDS,
+) -> dict[str, Any]:
+    """The ratio ``numerator[key] / denominator[key]`` per seed (records paired by seed, each
+    with an ``ess``), summarised as the rule allows.
+
+    Returns ``median``, ``low``, ``high``, ``seeds``, ``all_reached`` (every run of both
+    samplers had ESS >= ``min_ess``), ``valid`` (all reached, or at least ``min_seeds``
+    seeds) and ``text``: ``"3.1x"`` (one seed, all reached), ``"3.1x (2.8x-3.4x, 3 seeds)"``,
+    ``"3.1x (1.2x-5.0x, 5 seeds, min ESS 120)"``, or, when the rule is not met,
+    ``"none: min ESS 27 < 400 in 3 seeds"`` (no number)."""
+    if len(numerator) != len(denominator) or not numerator:
+        raise ValueError("ratio_under_rule needs one record per seed for both samplers")
+    ratios = np.array([a[key] / b[key] for a, b in zip(numerator, denominator)], float)
+    lowest = min(r["ess"] for r in [*numerator, *denominator])
+    seeds = len(ratios)
+    all_reached = bool(lowest >= min_ess)
+    valid = all_reached or seeds >= min_seeds
+    median, low, high = (float(np.median(ratios)), float(ratios.min()), float(ratios.max()))
+    if not valid:
+        text = f"none: min ESS {lowest:.0f} < {min_ess:.0f} in {seeds} seed(s)"
+    elif seeds == 1:
+        text = f"{median:.2g}x"
+    else:
+        spread = f"{low:.2g}x-{high:.2g}x, {seeds} seeds"
+        text = f"{median:.2g}x ({spread}{'' if all_reached else f', min ESS {lowest:.0f}'})"
+    return {
+        "median": median,
+        "low": low,
+        "high": high,
+        "seeds": seeds,
+        "all_reached": all_reached,
+        "valid": valid,
+        "text": text,
+    }
 
 
 # -------------------------------------------------------------------------------- timing

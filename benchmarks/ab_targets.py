@@ -51,7 +51,7 @@ import numpyro_ext as nx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import write_section  # noqa: E402
+from _common import ratio_under_rule, write_section  # noqa: E402
 
 CHAINS = 4
 NUM_VALUES = 21  # {0, ..., 20}
@@ -299,7 +299,10 @@ def report(results, warmup, samples, sweeps, repeats) -> str:
         f"{samples} sampling steps, one energy evaluation each; DiscreteGibbs: sweeps "
         "(d (S - 1) evaluations each), sequential chains. ESS of the energy and of a fixed "
         "random projection; per 10,000 sampling-phase evaluations and per second (wall time "
-        "with compile and warmup). Medians over repeats. sigma, alpha: medians of the tuned "
+        "with compile and warmup). Medians over repeats; the ratios to DMALA by the ratio rule "
+        "of `benchmarks/_common.py` (a number where every repeat of both reached ESS 400, "
+        "else the median and range over at least 5 repeats, else none). sigma, alpha: "
+        "medians of the tuned "
         "values over chains (DMALA: its adapted step size, balance 1/2). AB's warmup first "
         "adapts sigma by dual averaging (a quarter of it), then runs the jump-distance "
         "search; AB-1st-paper-start is AB-1st with `initial_steps=0`, the paper's search "
@@ -315,7 +318,15 @@ def report(results, warmup, samples, sweeps, repeats) -> str:
         def med(name, key, rows=rows):
             return float(np.median([r[key] for r in rows[name]]))
 
-        base_e, base_p = med("DMALA", "energy/10k"), med("DMALA", "projection/10k")
+        def versus(name: str, key: str, rows=rows) -> str:
+            """ESS per evaluation against DMALA's, under the ratio rule (ESS >= 400 in
+            every repeat, or at least 5 repeats)."""
+            records = [
+                [{"ess": r[key], "per_eval": r[key + "/10k"]} for r in rows[n]]
+                for n in (name, "DMALA")
+            ]
+            return str(ratio_under_rule(*records, key="per_eval")["text"])
+
         for name in rows:
             e, p = med(name, "energy/10k"), med(name, "projection/10k")
             gibbs = name == "DiscreteGibbs"
@@ -328,7 +339,8 @@ def report(results, warmup, samples, sweeps, repeats) -> str:
             lines.append(
                 f"| {target_name} | {name} | {e:.1f}, {p:.1f} "
                 f"| {med(name, 'energy/s'):.1f}, {med(name, 'projection/s'):.1f} "
-                f"| {e / base_e:.2f}x, {p / base_p:.2f}x {tail}| {med(name, 'seconds'):.1f} |"
+                f"| {versus(name, 'energy')}; {versus(name, 'projection')} {tail}"
+                f"| {med(name, 'seconds'):.1f} |"
             )
     return "\n".join(lines)
 

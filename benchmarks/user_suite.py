@@ -15,7 +15,9 @@ draws per chain are thinned to 4,000 kept draws). Columns:
 - **seconds**: wall time of the last run, compilation included (one process, side by side);
 - **min ESS**: the smallest multi-chain ESS (``numpyro.diagnostics``) over the statistics
   (a statistic constant over every draw left out);
-- **ESS/s**: min ESS over seconds; **ratio**: to the best built-in whose answer is right;
+- **ESS/s**: min ESS over seconds; **ratio**: to the best built-in whose answer is right,
+  printed only where both runs reached a min ESS of 400 (the ratio rule of
+  ``benchmarks/_common.py``; one seed per sampler here);
 - **max |z|**: the largest distance of a posterior mean from the exact answer in standard
   errors (ESS-based, the reference's own MC error added where the answer is a stored
   reference run); **right** when below 4.
@@ -49,7 +51,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _common import write_section  # noqa: E402
+from _common import ratio_under_rule, write_section  # noqa: E402
 
 from benchmarks import user_models as um  # noqa: E402
 
@@ -244,13 +246,13 @@ def model_rows(
         rows.append(row)
         shown = {k: v for k, v in row.items() if k not in ("notes",)}
         print(entry.name, shown, flush=True)
-    right_builtins = [
-        r["ess_per_second"] for r in rows if r["builtin"] and "error" not in r and r["z"] < 4
-    ]
-    best = max(right_builtins) if right_builtins else None
+    right_builtins = [r for r in rows if r["builtin"] and "error" not in r and r["z"] < 4]
+    best = max(right_builtins, key=lambda r: r["ess_per_second"]) if right_builtins else None
     for row in rows:
-        if "error" not in row:
-            row["ratio"] = row["ess_per_second"] / best if best else None
+        if "error" not in row and best is not None:
+            rule = ratio_under_rule([row], [best])  # one seed: a number only if both ESS >= 400
+            row["ratio"] = rule["median"]
+            row["ratio_text"] = "1 (reference)" if row is best else rule["text"]
     return rows, f"{size}", answer.method
 
 
@@ -266,7 +268,7 @@ def table(results: dict) -> list[str]:
             if "error" in row:
                 lines.append(f"{head} fails: {row['error']} | | | | | | |")
                 continue
-            ratio = f"{row['ratio']:.2f}x" if row.get("ratio") else "-"
+            ratio = row.get("ratio_text", "-")
             # a smoke run's 30 draws of one chain judge nothing
             right = "-" if row.get("smoke") else ("yes" if row["z"] < 4 else "**no**")
             lines.append(
@@ -323,7 +325,9 @@ def main() -> None:
         f"doubled until the smallest ESS over the model's reported statistics reaches "
         f"{TARGET_ESS} or the run would pass "
         f"{args.max_seconds:.0f} s (then the ESS as it is). Seconds: wall time with "
-        "compilation. Ratio: ESS/s over the best built-in whose answer is right. Right: every "
+        "compilation. Ratio: ESS/s over the best built-in whose answer is right (the reference), "
+        "printed only where both runs reached a min ESS of 400 (one seed: the ratio rule of "
+        "`benchmarks/_common.py`). Right: every "
         "reported statistic within 4 standard errors of the exact answer. `*`: the kernel "
         "the suite recommends for the model.",
         "",

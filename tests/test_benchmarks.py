@@ -15,6 +15,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _common  # noqa: E402
 import device_step  # noqa: E402
+import discs  # noqa: E402
+import ising_ess  # noqa: E402
 import scaling  # noqa: E402
 import small_models  # noqa: E402
 import user_suite  # noqa: E402
@@ -85,10 +87,85 @@ def test_sections_of_an_accelerator_run_are_kept_apart(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_gibbs_comparison_runs_on_a_small_lattice():
-    model, log_density = scaling.ising_model(3)
-    budget = {"DMALA": (10, 40, 2), "DiscreteGibbs": (5, 10, 1)}
-    rows = [scaling.ess_run(name, model, log_density, budget, 0) for name in budget]
-    assert all(r["seconds"] > 0 and np.isfinite(r["ess"]) for r in rows)
+    model, log_density = ising_ess.ising_model(3)
+    for name in ("DMALA", "DiscreteGibbs"):
+        energy, seconds = ising_ess.energy_run(name, model, log_density, 20, 0)
+        assert seconds > 0 and np.asarray(energy).shape[0] == ising_ess.CHAINS
+
+
+def _record(ess: float, per_second: float) -> dict:
+    return {"ess": ess, "ess_per_second": per_second}
+
+
+def test_ratio_rule_prints_a_number_only_from_enough_ess_or_seeds():
+    rule = _common.ratio_under_rule
+    reached = rule([_record(500, 6.0)], [_record(450, 2.0)])
+    assert reached["valid"] and reached["text"] == "3x"
+    short = rule([_record(500, 6.0)] * 3, [_record(27, 0.4)] * 3)  # the old 15x: ESS 27
+    assert not short["valid"] and "x" not in short["text"] and "27 < 400" in short["text"]
+    ratios = [1.0, 2.0, 3.0, 4.0, 10.0]
+    seeds = rule([_record(500, r) for r in ratios], [_record(100, 1.0)] * 5)
+    assert seeds["valid"] and (seeds["median"], seeds["low"], seeds["high"]) == (3.0, 1.0, 10.0)
+    assert seeds["text"] == "3x (1x-10x, 5 seeds, min ESS 100)"
+
+
+def test_run_until_ess_grows_the_run_until_the_target_or_the_budget():
+    rng = np.random.default_rng(0)
+    calls = []
+
+    def run(draws, seed):  # independent draws: ESS about 4 * draws; one second per 100 draws
+        calls.append(draws)
+        return rng.standard_normal((4, draws)), draws / 100
+
+    record = _common.run_until_ess(run, 10, 0, target=400, budget_seconds=100)
+    assert record["reached"] and record["ess"] >= 400 and calls[0] == 10 and len(calls) > 1
+    calls.clear()
+    record = _common.run_until_ess(run, 10, 0, target=400, budget_seconds=0.12)
+    assert not record["reached"] and calls == [10]  # 1.5 times the run would not fit 0.12 s
+    calls.clear()
+    record = _common.run_until_ess(run, 10, 0, target=400, budget_seconds=0.3)
+    assert not record["reached"] and calls == [10, 27]  # grown to 90% of the budget, no more
+
+
+def test_discs_models_match_their_definitions_written_out_site_by_site():
+    """Ising and Potts (open boundaries), the factorial HMM: the vectorised log densities
+    against loops over sites and neighbour pairs."""
+    rng = np.random.default_rng(3)
+    ising = discs.make_target("ising", 4, seed=1)
+    field = discs.lattice_field(4, None, np.random.default_rng(1))
+    x = rng.integers(0, 2, (4, 4))
+    s = 2 * x - 1
+    pairs = sum(s[i, j] * s[i + 1, j] for i in range(3) for j in range(4))
+    pairs += sum(s[i, j] * s[i, j + 1] for i in range(4) for j in range(3))
+    expected = 0.5 * pairs - sum(field[i, j] * s[i, j] for i in range(4) for j in range(4))
+    np.testing.assert_allclose(ising.log_density(jnp.asarray(x, jnp.float32)), expected, rtol=1e-5)
+    assert (field[1:3, 1:3] > -1.01).all() and (field[0, 0] < 1.01)  # disc inside, +0.5 there
+
+    potts = discs.make_target("potts", 3, seed=2)
+    field = discs.lattice_field(3, 4, np.random.default_rng(2))
+    labels = rng.integers(0, 4, (3, 3))
+    agree = sum(labels[i, j] == labels[i + 1, j] for i in range(2) for j in range(3))
+    agree += sum(labels[i, j] == labels[i, j + 1] for i in range(3) for j in range(2))
+    expected = agree - sum(field[i, j, labels[i, j]] for i in range(3) for j in range(3))
+    one_hot = potts.encode(jnp.asarray(labels))
+    np.testing.assert_allclose(potts.log_density(one_hot), expected, rtol=1e-5)
+    np.testing.assert_array_equal(potts.labels(one_hot), labels)
+
+    fhmm = discs.make_target("fhmm", (5, 2), seed=4)
+    w, b, y = (fhmm.parameters[k] for k in ("w", "b", "y"))
+    x = rng.integers(0, 2, (5, 2))
+    expected = sum(np.log(0.1) if x[0, k] else np.log(0.9) for k in range(2))
+    for step in range(1, 5):
+        for k in range(2):
+            expected += np.log(0.8) if x[step, k] == x[step - 1, k] else np.log(0.2)
+    for step in range(5):
+        mean = sum(x[step, k] * w[k] for k in range(2)) + b
+        expected += -((y[step] - mean) ** 2) / (2 * 2.0**2)
+    np.testing.assert_allclose(fhmm.log_density(jnp.asarray(x, jnp.float32)), expected, rtol=1e-5)
+
+    reference = np.zeros((2, 2), int)
+    labels = np.array([[[[0, 1], [1, 1]], [[0, 0], [0, 0]]]])  # (1 chain, 2 draws, 2, 2)
+    np.testing.assert_array_equal(discs.hamming_to_reference(labels, reference), [[3, 0]])
 
 
 @pytest.mark.slow
@@ -153,6 +230,7 @@ def test_user_suite_rows_and_table_on_a_small_model():
     lines = user_suite.table({"ising": (rows, size, method)})
     assert lines[2].startswith("| ising | 5 |") and "transfer matrices" in method
     assert f"{entry.recommended} *" in lines[2]
+    assert "none: min ESS" in lines[2] or rows[1]["z"] >= 4  # 30 draws: no ratio under the rule
 
 
 @pytest.mark.slow
@@ -166,3 +244,19 @@ def test_benchmark_command_quick_run_of_the_user_suite():
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "exit 0" in out.stdout and "| model | size (exact answer) |" in out.stdout
+
+
+@pytest.mark.slow
+def test_benchmark_command_quick_run_of_discs_and_ising_ess():
+    """Smoke runs of the DISCS models and the Ising ESS comparison (nothing written)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "discs", "ising_ess"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("exit 0") == 2
+    assert "| factorial HMM L = 6, K = 3 | DiscreteGibbs |" in out.stdout
+    assert "| 10x10, J = 0.4407 | DiscreteGibbs |" in out.stdout
