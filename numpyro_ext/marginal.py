@@ -210,8 +210,9 @@ class MarginalNUTS(MCMCKernel):
             conditioned(self._model), names, 0, plan.dims, plan.shape, args, kwargs
         )
         leaves = (jnp.zeros(plan.shape, plan.dtype), *values.values())
-        columns = [terms(leaves, jnp.asarray(plan.low + k)) for k in range(plan.num_values)]
-        return jnp.stack(columns, -1)
+        # vmapped over the values: one copy of the model in the program, not S
+        candidates = jnp.arange(plan.num_values) + plan.low
+        return jnp.moveaxis(jax.vmap(lambda v: terms(leaves, v))(candidates), 0, -1)
 
     def _draw(self, z: dict, rng_key: jax.Array, args: tuple, kwargs: dict) -> jax.Array:
         """The site drawn from its exact conditional given the continuous sites ``z``
@@ -292,7 +293,8 @@ class MarginalNUTS(MCMCKernel):
         plan = self._plan
         assert plan is not None
         if init_params is not None:
-            init_params = {k: v for k, v in init_params.items() if k != plan.name}
+            # the continuous sites' start (unconstrained, as NUTS takes it); none given: NUTS's
+            init_params = {k: v for k, v in init_params.items() if k != plan.name} or None
         hmc_state = self._nuts.init(key_nuts, num_warmup, init_params, model_args, kwargs)
         key_draw, key_next = jax.random.split(key_draw)
         draw = self._draw(hmc_state.z, key_draw, model_args, kwargs)
