@@ -1524,7 +1524,7 @@ MODELS: dict[str, UserModel] = {
             dawid_skene_statistics,
             sizes=(30, 300),
             kernels=SUMMED_MIXED,
-            recommended="PlateGibbs",
+            recommended="MarginalNUTS",
             builtins=MIXED_BUILTINS,
         ),
         UserModel(
