@@ -119,7 +119,9 @@ class MarginalNUTS(MCMCKernel):
     model, each of whose gradients costs ``S`` evaluations of the model's plate terms (``S``
     values), and one draw of every coordinate. The factorisation is checked at setup against
     single-site changes of the model's log density (at the prior draw and two other states of
-    the site): a model that does not factorise is refused with the reason.
+    the site): a model that does not factorise is refused with the reason. Chains: run them
+    with ``chain_method="sequential"`` or ``"parallel"`` (the setup traces the model with
+    concrete values).
 
     Parameters
     ----------
