@@ -1551,7 +1551,7 @@ MODELS: dict[str, UserModel] = {
             init=population_init,
             sizes=(60, 250),
             kernels=SUMMED_MIXED,
-            recommended="PlateGibbs",
+            recommended="MarginalNUTS",
             builtins=MIXED_BUILTINS,
         ),
         UserModel(
