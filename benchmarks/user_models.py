@@ -1537,7 +1537,7 @@ MODELS: dict[str, UserModel] = {
             quadrature=occupancy_quadrature,
             sizes=(40, 500),
             kernels=SUMMED_MIXED,
-            recommended="PlateGibbs",
+            recommended="MarginalNUTS",
             builtins=MIXED_BUILTINS,
         ),
         UserModel(
