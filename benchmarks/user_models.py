@@ -19,7 +19,9 @@ and the data generators are our own), with
   by chain) to the reported statistics, shape ``(chains, draws, k)``;
 - **its kernels**: ``entry.kernels`` maps the name of every kernel of this library that
   applies to a factory ``model -> MCMCKernel`` (alone on purely discrete models, as a block of
-  ``numpyro.infer.Gibbs`` next to NUTS otherwise); ``entry.recommended`` names the one to
+  ``numpyro.infer.Gibbs`` next to NUTS otherwise; ``MarginalNUTS``, on models whose discrete
+  site is a plate of conditionally independent coordinates, samples the whole model:
+  :data:`WHOLE_MODEL_KERNELS`); ``entry.recommended`` names the one to
   use, the one place where the choice is made; ``entry.builtins`` are NumPyro's own samplers
   that run on the model (``DiscreteGibbs`` where every latent is discrete,
   ``DiscreteHMCGibbs`` and ``MixedHMC`` where some are continuous);
@@ -197,9 +199,14 @@ def make_kernel(entry: UserModel, name: str) -> MCMCKernel:
     return factory(entry.model)
 
 
+#: the library's kernels that sample every site themselves (not a block next to NUTS)
+WHOLE_MODEL_KERNELS = {"MarginalNUTS"}
+
+
 def label(entry: UserModel, name: str) -> str:
-    """The kernel as a user writes it: ``Gibbs(PlateGibbs, NUTS)``, ``DMALA``, ``DiscreteGibbs``."""
-    if name in entry.kernels and entry.mixed:
+    """The kernel as a user writes it: ``Gibbs(PlateGibbs, NUTS)``, ``DMALA``, ``DiscreteGibbs``,
+    ``MarginalNUTS``."""
+    if name in entry.kernels and entry.mixed and name not in WHOLE_MODEL_KERNELS:
         return f"Gibbs({name}, NUTS)"
     return name
 
@@ -1386,6 +1393,9 @@ def dawid_skene_exact(data: tuple) -> Answer:
 #: ``C x N x S`` evaluations, vmapped, instead of ``C^2 x S``: the ``_terms`` twins show the
 #: cheaper rewrite).
 PLATE_MIXED = library_kernels(mixed=True, plate=True)
+#: where the plate site's coordinates are conditionally independent given the continuous
+#: sites (not a chain such as cjs's alive states): NUTS with the site summed out as well
+SUMMED_MIXED = {"MarginalNUTS": alone(nx.MarginalNUTS), **PLATE_MIXED}
 PLATE_DISCRETE = library_kernels(mixed=False, plate=True)
 COUPLED_MIXED = library_kernels(mixed=True, plate=False)
 COUPLED_DISCRETE = library_kernels(mixed=False, plate=False)
@@ -1402,7 +1412,7 @@ MODELS: dict[str, UserModel] = {
             zip_statistics,
             quadrature=zip_quadrature,
             sizes=(100, 1000),
-            kernels=PLATE_MIXED,
+            kernels=SUMMED_MIXED,
             recommended="PlateGibbs",
             builtins=MIXED_BUILTINS,
             init=zip_init,
@@ -1416,7 +1426,7 @@ MODELS: dict[str, UserModel] = {
             gmm_statistics,
             quadrature=gmm_quadrature,
             sizes=(60, 1000),
-            kernels=PLATE_MIXED,
+            kernels=SUMMED_MIXED,
             recommended="PlateGibbs",
             builtins=MIXED_BUILTINS,
             init=gmm_init,
@@ -1465,7 +1475,7 @@ MODELS: dict[str, UserModel] = {
             changepoint_exact,
             changepoint_statistics,
             sizes=(40, 74),
-            kernels=PLATE_MIXED,
+            kernels=SUMMED_MIXED,
             recommended="PlateGibbs",
             builtins=MIXED_BUILTINS,
         ),
@@ -1477,7 +1487,7 @@ MODELS: dict[str, UserModel] = {
             changepoint_exact,
             changepoint_statistics,
             sizes=(40, 74),
-            kernels=PLATE_MIXED,
+            kernels=SUMMED_MIXED,
             recommended="PlateGibbs",
             builtins=MIXED_BUILTINS,
         ),
@@ -1513,8 +1523,8 @@ MODELS: dict[str, UserModel] = {
             dawid_skene_exact,
             dawid_skene_statistics,
             sizes=(30, 300),
-            kernels=PLATE_MIXED,
-            recommended="PlateGibbs",
+            kernels=SUMMED_MIXED,
+            recommended="MarginalNUTS",
             builtins=MIXED_BUILTINS,
         ),
         UserModel(
@@ -1526,8 +1536,8 @@ MODELS: dict[str, UserModel] = {
             occupancy_statistics,
             quadrature=occupancy_quadrature,
             sizes=(40, 500),
-            kernels=PLATE_MIXED,
-            recommended="PlateGibbs",
+            kernels=SUMMED_MIXED,
+            recommended="MarginalNUTS",
             builtins=MIXED_BUILTINS,
         ),
         UserModel(
@@ -1540,8 +1550,8 @@ MODELS: dict[str, UserModel] = {
             quadrature=population_quadrature,
             init=population_init,
             sizes=(60, 250),
-            kernels=PLATE_MIXED,
-            recommended="PlateGibbs",
+            kernels=SUMMED_MIXED,
+            recommended="MarginalNUTS",
             builtins=MIXED_BUILTINS,
         ),
         UserModel(

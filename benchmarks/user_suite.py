@@ -9,7 +9,8 @@ discrete; ``DiscreteHMCGibbs(NUTS)`` and ``MixedHMC(HMC(trajectory_length=1.2))`
 are continuous). Each runs ``CHAINS`` chains (vectorised on discrete models, sequential where
 NumPyro's ``Gibbs`` runs: it takes one key) with as many warmup steps as draws; the draws are
 doubled until the smallest ESS over the model's reported statistics reaches 400 or a run
-would pass ``--max-seconds`` (then its ESS is reported as it is; runs longer than 4,000
+would pass ``--max-seconds`` (its time predicted from two probe runs: a fixed cost of setup
+and compilation, and a cost per step; then its ESS is reported as it is; runs longer than 4,000
 draws per chain are thinned to 4,000 kept draws). Columns:
 
 - **seconds**: wall time of the last run, compilation included (one process, side by side);
@@ -80,14 +81,24 @@ def probe_seconds(name: str, sampler: str, size: int, max_seconds: float) -> lis
     return seconds
 
 
+#: the draws a probe-based estimate may give are at most this many times those the whole
+#: second probe's time gives (a per-step cost from a difference of two noisy times can be
+#: near 0)
+MAX_DRAWS_OVER_PROBE = 10
+
+
 def affordable_draws(
     entry: um.UserModel, sampler: str, size: int, chains: int, max_seconds: float
-) -> int | str:
-    """Draws per chain (warmup as many) that fit about half of ``max_seconds``, from the
-    wall time of the second probe (the first compiles; the second may compile again: an
-    overestimate of the cost of a step); at least the smaller probe. The probes run in a
-    child process stopped after ``max_seconds``: a sampler too slow for its first probe
-    gets the reason (a string) instead."""
+) -> tuple[int, float] | str:
+    """``(draws, fixed)``: draws per chain (warmup as many) that fit about half of
+    ``max_seconds``, and the estimated fixed cost of a run (setup and compilation), seconds.
+
+    Both probes compile (each builds a new kernel), so the difference of their wall times is
+    the cost of the extra steps: the cost of a step is that difference over the extra steps,
+    and the fixed cost what remains of the second probe. The draws are at least the smaller
+    probe and at most :data:`MAX_DRAWS_OVER_PROBE` times those the second probe's whole time
+    gives. The probes run in a child process stopped after ``max_seconds``: a sampler too
+    slow for its first probe gets the reason (a string) instead."""
     command = [sys.executable, __file__, "--probe", entry.name, sampler, str(size)]
     command += ["--max-seconds", str(max_seconds)]
     try:
@@ -98,12 +109,16 @@ def affordable_draws(
         first = PROBE_DRAWS[0]
         return f"{first} warmup steps and draws of one chain take more than {max_seconds:.0f} s"
     except subprocess.CalledProcessError:
-        return PROBE_DRAWS[0]  # the measured run reports the error
+        return PROBE_DRAWS[0], 0.0  # the measured run reports the error
     seconds = [float(v) for v in out.stdout.split()[-2:]]
     if len(seconds) < 2:
-        return PROBE_DRAWS[0]
-    per_step = seconds[1] / (2 * PROBE_DRAWS[1])  # at most: compilation included or cached
-    return max(PROBE_DRAWS[0], int(max_seconds / 2 / (2 * chains * per_step)))
+        return PROBE_DRAWS[0], 0.0
+    whole = seconds[1] / (2 * PROBE_DRAWS[1])  # compilation included: at most a step's cost
+    extra = (seconds[1] - seconds[0]) / (2 * (PROBE_DRAWS[1] - PROBE_DRAWS[0]))
+    per_step = max(extra, whole / MAX_DRAWS_OVER_PROBE)
+    fixed = max(0.0, seconds[1] - 2 * PROBE_DRAWS[1] * per_step)
+    budget = max(0.0, max_seconds / 2 - fixed)
+    return max(PROBE_DRAWS[0], int(budget / (2 * chains * per_step))), fixed
 
 
 class RunFailed(Exception):
@@ -172,7 +187,9 @@ def measure(
         affordable = affordable_draws(entry, sampler, size, chains, max_seconds)
         if isinstance(affordable, str):
             return dict(sampler=sampler, error=f"too slow: {affordable}")
-        draws = min(draws, affordable)
+        draws, fixed = min(draws, affordable[0]), affordable[1]
+    else:
+        fixed = 0.0
     while True:
         try:
             if grow:
@@ -193,7 +210,8 @@ def measure(
         # it is left out of the minimum, and its standard error floored as in the tests
         varies = stats.std((0, 1)) > 0
         low = float(ess[varies].min()) if varies.any() else float("nan")
-        if not grow or not low < TARGET_ESS or 2.2 * seconds > max_seconds:
+        # the next run's time: the fixed cost once, the steps' cost doubled (with a margin)
+        if not grow or not low < TARGET_ESS or fixed + 2.2 * (seconds - fixed) > max_seconds:
             break
         draws *= 2
     ess = np.where(np.isfinite(ess), ess, 1.0)

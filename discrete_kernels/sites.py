@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from array_api_compat import device as _device
 
-from ._xp import Array, array_namespace, log_softmax
+from ._xp import Array, array_namespace, log_softmax, logsumexp
 from .domains import MAX_NUM_VALUES, Domain, Integer, Ordinal, as_finite
 from .local import local_delta
 from .validation import check_kernel_options, check_positive_array, check_site_names
@@ -30,6 +30,7 @@ __all__ = [
     "plate_check_draws",
     "plate_dims_of",
     "plate_table_mismatch",
+    "summed_out_log_density",
     "table_from_element_terms",
     "AUTO_EXACT_BUDGET",
     "EXACT",
@@ -641,6 +642,30 @@ def table_from_element_terms(log_density: Array, terms: Array, x: Array, domain:
     for k in range(1, terms.shape[-1]):
         current = xp.where(x == low + k, terms[..., k], current)
     return terms + (log_density - current)[..., None]
+
+
+def summed_out_log_density(other_terms: Array, terms: Array) -> Array:
+    """The log density with a conditionally independent leaf summed out exactly.
+
+    When ``f(x) = C + sum_i g_i(x_i)`` in the leaf's coordinates (every term that depends on
+    the leaf is indexed by its plate), ``log sum_x exp f(x) = C + sum_i log sum_v exp g_i(v)``:
+    ``S`` evaluations of the per-coordinate terms replace the ``S^N`` terms of the sum, and
+    ``softmax(g_i)`` is coordinate ``i``'s exact conditional given the other sites.
+
+    Parameters
+    ----------
+    other_terms : scalar
+        ``C``: the sum of the terms outside the leaf's plates.
+    terms : array, shape (n..., S)
+        ``g_i(v)`` for every coordinate ``i`` and value ``v`` (``NaN`` counts as ``-inf``).
+
+    Returns
+    -------
+    scalar
+    """
+    xp = array_namespace(terms)
+    terms = xp.where(xp.isnan(terms), xp.full_like(terms, -xp.inf), terms)
+    return other_terms + xp.sum(logsumexp(terms, axis=-1))
 
 
 # ------------------------------------------------------------------------------------------

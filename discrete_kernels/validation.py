@@ -559,10 +559,13 @@ def movable_supports(
     sites: Sequence[tuple[str, Domain]], bounds_of: Callable[[str], tuple[Any, Any] | None]
 ) -> dict[str, tuple[Any, Any]]:
     """The integer bounds ``{site: (lower, upper)}`` of the sites whose support could move
-    with another site's value (booleans cannot), as :func:`check_fixed_supports` takes them."""
+    with another site's value, as :func:`check_fixed_supports` takes them. Booleans cannot,
+    nor categorical sites: their support is their number of categories, the last dimension of
+    their probabilities (a shape, fixed under tracing), so their check would only cost setup
+    time (a trace per other site and value)."""
     out = {}
     for name, domain in sites:
-        bounds = None if isinstance(domain, Binary) else bounds_of(name)
+        bounds = None if isinstance(domain, (Binary, Categorical)) else bounds_of(name)
         if bounds is not None:
             out[name] = bounds
     return out

@@ -10,6 +10,7 @@ from .arviz import gibbs_fields, to_arviz
 from .driver import DiscreteKernel, DiscreteState
 from .esh import ESH, ESHState, JarzynskiResult, esh_jarzynski
 from .kernels import AB, ACS, DMALA, DULA, GWG, PlateGibbs
+from .marginal import MarginalNUTS, MarginalNUTSState
 
 __all__ = [
     "AB",
@@ -25,6 +26,8 @@ __all__ = [
     "ESHState",
     "Integer",
     "JarzynskiResult",
+    "MarginalNUTS",
+    "MarginalNUTSState",
     "Ordinal",
     "PlateGibbs",
     "esh_jarzynski",

@@ -1,0 +1,339 @@
+"""NUTS on a model with its plate discrete site summed out exactly, the site drawn from its exact
+conditional after each step.
+
+In the models users write, a discrete site in a plate (a class per item, an indicator per row)
+often has conditionally independent coordinates given the continuous sites: every term of the
+log density that depends on it is indexed by its plate, ``f(x) = C + sum_i g_i(x_i)``. Then
+the sum over its ``S^N`` values is ``C + sum_i log sum_v exp g_i(v)``
+(:func:`discrete_kernels.sites.summed_out_log_density`): ``S`` evaluations of the model. NUTS
+samples the continuous sites from that marginal (no Gibbs between the discrete and the
+continuous sites, whose coupling makes such a chain slow), and each draw of the discrete site
+is drawn from ``softmax(g_i)`` given them: together a draw of the joint posterior. This is
+what enumeration does (NumPyro's ``infer={"enumerate": "parallel"}`` with ``infer_discrete``),
+with the structure read from the plates, no rewrite of the model and no ``funsor``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+from numpyro import handlers
+from numpyro.infer import NUTS
+from numpyro.infer.gibbs import conditioned, discrete_latent_sites, prototype_trace
+from numpyro.infer.hmc import HMCState
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.infer.util import constrain_fn, log_density
+from numpyro.primitives import Messenger
+
+from discrete_kernels._xp import categorical_from_uniform
+from discrete_kernels.domains import as_finite
+from discrete_kernels.sites import (
+    plate_check_draws,
+    plate_table_mismatch,
+    substitutions_at,
+    summed_out_log_density,
+    table_from_element_terms,
+)
+
+from ._plates import element_terms_fn, plate_dims
+from ._target import domain_of_site
+
+__all__ = ["MarginalNUTS", "MarginalNUTSState"]
+
+
+class MarginalNUTSState(NamedTuple):
+    """State of :class:`MarginalNUTS`.
+
+    Attributes
+    ----------
+    z : dict
+        The continuous sites' unconstrained values and the summed site's draw.
+    diverging : bool
+        Whether the NUTS step diverged.
+    hmc_state : HMCState
+        NUTS's state on the marginal model.
+    rng_key : the key of the next discrete draw
+    """
+
+    z: dict
+    diverging: Any
+    hmc_state: HMCState
+    rng_key: Any
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the kernel sums out: the site, its shape, dtype, plates and values."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: Any
+    leaf_dims: tuple[tuple[str, int], ...]
+    domain: Any
+
+    @property
+    def low(self) -> int:
+        return int(self.domain.low)
+
+    @property
+    def num_values(self) -> int:
+        return int(self.domain.num_values)
+
+    @property
+    def dims(self) -> dict:
+        return dict(self.leaf_dims)
+
+
+def _in_plates(frames: Any, leaf_dims: dict) -> bool:
+    """Whether a site's term is indexed by every plate of the leaf (it is in ``g``)."""
+    dims = {frame.name: frame.dim for frame in frames}
+    return all(dims.get(p) == d for p, d in leaf_dims.items())
+
+
+class _DropPlateTerms(Messenger):
+    """Masks every term indexed by the leaf's plates (those :func:`element_terms_fn` sums):
+    what remains is ``C``."""
+
+    def __init__(self, fn: Callable | None, leaf_dims: dict) -> None:
+        self.leaf_dims = leaf_dims
+        super().__init__(fn)
+
+    def process_message(self, msg: dict) -> None:
+        if msg["type"] == "sample" and _in_plates(msg["cond_indep_stack"], self.leaf_dims):
+            msg["fn"] = msg["fn"].mask(False)
+
+
+class MarginalNUTS(MCMCKernel):
+    """NUTS on ``model`` with its discrete site summed out exactly; after each step the site
+    is drawn from its exact conditional given the continuous sites.
+
+    For a model with one discrete latent site whose coordinates are conditionally independent
+    given the continuous sites (every term that depends on it is indexed by its plates: a
+    class per item, an indicator per row). A step costs one NUTS trajectory on the marginal
+    model, each of whose gradients costs ``S`` evaluations of the model's plate terms (``S``
+    values), and one draw of every coordinate. The factorisation is checked at setup against
+    single-site changes of the model's log density (at the prior draw and two other states of
+    the site): a model that does not factorise is refused with the reason. Chains: run them
+    with ``chain_method="sequential"`` or ``"parallel"`` (the setup traces the model with
+    concrete values).
+
+    Parameters
+    ----------
+    model : the NumPyro model
+    site : str, optional
+        The discrete site to sum out; by default the model's only discrete latent site.
+    **nuts_options
+        Passed to :class:`numpyro.infer.NUTS` (``target_accept_prob``, ``max_tree_depth``...).
+    """
+
+    def __init__(self, model: Callable, site: str | None = None, **nuts_options: Any) -> None:
+        self._model = model
+        self._site = site
+        self._plan: _Plan | None = None
+        self._nuts = NUTS(self._summed_model, **nuts_options)
+
+    # --- the marginal model
+
+    def _plan_for(self, rng_key: jax.Array, model_args: tuple, model_kwargs: dict) -> _Plan:
+        trace = prototype_trace(self._model, rng_key, model_args, model_kwargs)
+        discrete = list(discrete_latent_sites(trace))
+        name = self._site
+        if name is None:
+            if len(discrete) != 1:
+                raise ValueError(
+                    f"MarginalNUTS: the model has discrete latent sites {discrete}; it sums "
+                    "out one (name it with site=), the others would need their own kernel."
+                )
+            name = discrete[0]
+        elif name not in discrete:
+            raise ValueError(f"MarginalNUTS: site {name!r} is not one of {discrete}.")
+        if len(discrete) > 1:
+            raise ValueError(
+                f"MarginalNUTS: the model has discrete latent sites {discrete}; summing out "
+                f"{name!r} alone needs the others fixed. Use nx.PlateGibbs in a Gibbs block."
+            )
+        site = trace[name]
+        leaf_dims, reason = plate_dims(site)
+        if reason is not None:
+            raise ValueError(f"MarginalNUTS: site {name!r} cannot be summed out: {reason}.")
+        domain = as_finite(domain_of_site(name, site))
+        value = jnp.asarray(site["value"])
+        dims = tuple(sorted(leaf_dims.items()))
+        return _Plan(name, tuple(value.shape), jnp.result_type(value), dims, domain)
+
+    def _summed_model(self, *args: Any, **kwargs: Any) -> None:
+        """The model with the plan's site summed out: the model with the site's plate terms
+        masked (``C``, the site held at its lowest value) and a factor of
+        ``sum_i log sum_v exp g_i(v)``."""
+        plan = self._plan
+        assert plan is not None, "init first"
+        fill = jnp.full(plan.shape, plan.low, plan.dtype)
+        with handlers.trace() as model_trace:
+            _DropPlateTerms(handlers.condition(self._model, {plan.name: fill}), plan.dims)(
+                *args, **kwargs
+            )
+        values = _latent_values(model_trace, plan.name)
+        with handlers.block():
+            terms = self._terms(values, args, kwargs)
+        numpyro.factor(f"_{plan.name}_summed_out", summed_out_log_density(jnp.zeros(()), terms))
+
+    def prepare(
+        self, rng_key: jax.Array, model_args: tuple, model_kwargs: dict | None = None
+    ) -> Callable:
+        """Find the site to sum out (tracing the model at a prior draw from ``rng_key``) and
+        check that the model splits in it; returns the model with the site summed out (the
+        model NUTS samples). :meth:`init` calls it."""
+        kwargs = {} if model_kwargs is None else model_kwargs
+        plan = self._plan_for(rng_key, model_args, kwargs)
+        if plan != self._plan:  # a new model or new data shapes (not every chain of a run)
+            self._plan = plan
+            self._check(rng_key, model_args, kwargs)
+        return self._summed_model
+
+    def conditional_logits(self, values: dict, model_args: tuple, model_kwargs: dict) -> jax.Array:
+        """The summed site's exact conditional given the continuous sites' constrained
+        ``values``: ``g_i(v)`` up to a constant per coordinate, shape (n..., S) (``-inf`` at
+        impossible values); after :meth:`prepare`."""
+        terms = self._terms(values, model_args, model_kwargs)
+        return jnp.where(jnp.isnan(terms), -jnp.inf, terms)
+
+    def _terms(self, values: dict, args: tuple, kwargs: dict) -> jax.Array:
+        """``g_i(v)`` at the continuous ``values``, shape (n..., S)."""
+        plan = self._plan
+        assert plan is not None
+        names = [plan.name, *values]
+        terms = element_terms_fn(
+            conditioned(self._model), names, 0, plan.dims, plan.shape, args, kwargs
+        )
+        leaves = (jnp.zeros(plan.shape, plan.dtype), *values.values())
+        # vmapped over the values: one copy of the model in the program, not S
+        candidates = jnp.arange(plan.num_values) + plan.low
+        return jnp.moveaxis(jax.vmap(lambda v: terms(leaves, v))(candidates), 0, -1)
+
+    def _draw(self, z: dict, rng_key: jax.Array, args: tuple, kwargs: dict) -> jax.Array:
+        """The site drawn from its exact conditional given the continuous sites ``z``
+        (unconstrained, as NUTS holds them)."""
+        plan = self._plan
+        assert plan is not None
+        constrained = constrain_fn(self._summed_model, args, kwargs, z)
+        terms = self.conditional_logits(constrained, args, kwargs)
+        uniform = jax.random.uniform(rng_key, plan.shape)
+        return (categorical_from_uniform(terms, uniform) + plan.low).astype(plan.dtype)
+
+    def _check(self, rng_key: jax.Array, args: tuple, kwargs: dict) -> None:
+        """Refuse a model whose log density does not split as ``C + sum_i g_i(x_i)`` in the
+        site: single-site changes of the log density against the split, at a prior draw of
+        the continuous sites and three states of the site (setup only)."""
+        plan = self._plan
+        assert plan is not None
+        trace = prototype_trace(self._model, rng_key, args, kwargs)
+        values = _latent_values(trace, plan.name)
+        terms = self._terms(values, args, kwargs)
+        masked = _DropPlateTerms(self._model, plan.dims)
+
+        def full(x: jax.Array) -> jax.Array:
+            return log_density(self._model, args, kwargs, {**values, plan.name: x})[0]
+
+        def other_terms(x: jax.Array) -> jax.Array:
+            return log_density(masked, args, kwargs, {**values, plan.name: x})[0]
+
+        batched, other_terms = jax.jit(jax.vmap(full)), jax.jit(other_terms)
+        chosen, others = plate_check_draws(plan.domain, plan.shape, seed=0)
+        start = jnp.asarray(trace[plan.name]["value"], plan.dtype)
+        flat_terms = jnp.where(jnp.isnan(terms), -jnp.inf, terms).reshape(-1, plan.num_values)
+        for state in [start, *(jnp.asarray(o, plan.dtype) for o in others)]:
+            index = (state.reshape(-1, 1) - plan.low).astype(jnp.int32)
+            split = other_terms(state) + jnp.sum(jnp.take_along_axis(flat_terms, index, -1))
+            table = table_from_element_terms(split, terms, state, plan.domain)
+            rows = np.asarray(table, np.float64).reshape(-1, plan.num_values)[chosen]
+            exact = np.asarray(batched(substitutions_at(plan.domain, state, chosen)), np.float64)
+            exact = exact.reshape(len(chosen), -1)
+            reason = plate_table_mismatch(rows, exact, float(batched(state[None])[0]))
+            if reason is not None:
+                raise ValueError(
+                    f"MarginalNUTS: site {plan.name!r} cannot be summed out: {reason}."
+                )
+
+    # --- MCMCKernel
+
+    @property
+    def model(self) -> Callable:
+        return self._model
+
+    @property
+    def sample_field(self) -> str:
+        return "z"
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return ("z", "diverging")
+
+    @property
+    def _sample_fn(self) -> Any:
+        return self._nuts._sample_fn
+
+    def get_diagnostics_str(self, state: MarginalNUTSState) -> str:
+        return self._nuts.get_diagnostics_str(state.hmc_state)
+
+    def init(
+        self,
+        rng_key: jax.Array,
+        num_warmup: int,
+        init_params: dict | None,
+        model_args: tuple,
+        model_kwargs: dict | None,
+    ) -> MarginalNUTSState:
+        kwargs = {} if model_kwargs is None else model_kwargs
+        key_plan, key_nuts, key_draw = jax.random.split(rng_key, 3)
+        self.prepare(key_plan, model_args, kwargs)
+        plan = self._plan
+        assert plan is not None
+        if init_params is not None:
+            # the continuous sites' start (unconstrained, as NUTS takes it); none given: NUTS's
+            init_params = {k: v for k, v in init_params.items() if k != plan.name} or None
+        hmc_state = self._nuts.init(key_nuts, num_warmup, init_params, model_args, kwargs)
+        key_draw, key_next = jax.random.split(key_draw)
+        draw = self._draw(hmc_state.z, key_draw, model_args, kwargs)
+        return MarginalNUTSState(
+            {**hmc_state.z, plan.name: draw}, hmc_state.diverging, hmc_state, key_next
+        )
+
+    def sample(
+        self, state: MarginalNUTSState, model_args: tuple, model_kwargs: dict | None
+    ) -> MarginalNUTSState:
+        kwargs = {} if model_kwargs is None else model_kwargs
+        plan = self._plan
+        assert plan is not None, "init first"
+        hmc_state = self._nuts.sample(state.hmc_state, model_args, kwargs)
+        key_draw, key_next = jax.random.split(state.rng_key)
+        draw = self._draw(hmc_state.z, key_draw, model_args, kwargs)
+        return MarginalNUTSState(
+            {**hmc_state.z, plan.name: draw}, hmc_state.diverging, hmc_state, key_next
+        )
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
+        plan = self._plan
+        assert plan is not None, "init first"
+        constrain = self._nuts.postprocess_fn(model_args, model_kwargs or {})
+
+        def fn(z: dict) -> dict:
+            continuous = {k: v for k, v in z.items() if k != plan.name}
+            out = dict(constrain(continuous))
+            out.pop(f"_{plan.name}_summed_out", None)
+            return {**out, plan.name: z[plan.name]}
+
+        return fn
+
+
+def _latent_values(model_trace: dict, skip: str) -> dict:
+    return {
+        name: site["value"]
+        for name, site in model_trace.items()
+        if site["type"] == "sample" and not site["is_observed"] and name != skip
+    }

@@ -1,0 +1,154 @@
+"""MarginalNUTS: the model with its plate discrete site summed out equals the enumerated sum
+over every configuration of the site, its conditional is the enumerated one and its draws
+follow it, a site whose coordinates interact is refused, and (slow) a run matches the exact
+posterior. The enumeration tests' power: they fail when the sum is replaced by a maximum
+(shown once by editing :func:`discrete_kernels.sites.summed_out_log_density`)."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from jax.scipy.special import logsumexp
+from numpyro.infer import MCMC
+from numpyro.infer.util import log_density
+
+import numpyro_ext as nx
+
+from ..mc import assert_mc_close, plate_model_exact
+
+ITEMS, CLASSES, ANNOTATORS = 3, 3, 2
+LABELS = np.array([[0, 2, 1], [0, 1, 1]])  # (annotators, items)
+W = np.array([1.0, -2.0, 1.5])
+Y = np.array([0.8, -1.4, 2.1])
+PRIOR = 0.4
+
+
+def annotation_model(labels):
+    """Dawid-Skene with nested plates: a class per item, a confusion matrix per annotator (in
+    logits: Normal priors, cheap to draw at setup)."""
+    prevalence = numpyro.sample("prevalence", dist.Normal(0.0, 1.0).expand([CLASSES]).to_event(1))
+    with numpyro.plate("annotators", ANNOTATORS, dim=-2):
+        with numpyro.plate("rows", CLASSES, dim=-1):
+            confusion = numpyro.sample(
+                "confusion", dist.Normal(0.0, 1.0).expand([CLASSES]).to_event(1)
+            )
+    with numpyro.plate("items", ITEMS, dim=-1):
+        c = numpyro.sample("c", dist.Categorical(logits=prevalence))
+        with numpyro.plate("annotators", ANNOTATORS, dim=-2):
+            logits = confusion[jnp.arange(ANNOTATORS)[:, None], c]
+            numpyro.sample("label", dist.Categorical(logits=logits), obs=labels)
+
+
+def plate_model(y):
+    """mu ~ N(0, 1); per row z_i ~ Bernoulli(0.4), y_i ~ N(mu + w_i z_i, 1)."""
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("rows", 3):
+        z = numpyro.sample("z", dist.Bernoulli(PRIOR))
+        numpyro.sample("y", dist.Normal(mu + jnp.asarray(W) * z, 1.0), obs=y)
+
+
+def coupled_model(y):
+    """The plate model with a factor over pairs of neighbouring rows: z not independent."""
+    plate_model(y)
+    z = numpyro.sample("w", dist.Bernoulli(0.5).expand([3]).to_event(0))
+    numpyro.factor("pairs", 0.7 * jnp.sum(z[1:] * z[:-1]))
+
+
+def _continuous_draws(seed: int) -> list[dict]:
+    key = jax.random.key(seed)
+    out = []
+    for k in jax.random.split(key, 2):
+        a, b = jax.random.split(k)
+        prevalence = jax.random.normal(a, (CLASSES,))
+        confusion = 2.0 * jax.random.normal(b, (ANNOTATORS, CLASSES, CLASSES))
+        out.append({"prevalence": prevalence, "confusion": confusion})
+    return out
+
+
+def _enumerated(values: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Every configuration of c and its joint log density with ``values``."""
+    configs = np.array(list(itertools.product(range(CLASSES), repeat=ITEMS)))
+    return configs, np.asarray(_joint(jnp.asarray(configs), values), np.float64)
+
+
+@jax.jit
+@jax.vmap
+def _joint_one(c: jax.Array, values: dict) -> jax.Array:
+    return log_density(annotation_model, (LABELS,), {}, {**values, "c": c})[0]
+
+
+def _joint(configs: jax.Array, values: dict) -> jax.Array:
+    batch = jax.tree.map(lambda v: jnp.broadcast_to(v, (len(configs), *v.shape)), values)
+    return _joint_one(configs, batch)
+
+
+def test_the_summed_model_equals_the_enumerated_sum_and_its_conditional_the_enumerated_one():
+    kernel = nx.MarginalNUTS(annotation_model)
+    summed = kernel.prepare(jax.random.key(0), (LABELS,))
+    marginal_at = jax.jit(lambda values: log_density(summed, (LABELS,), {}, values)[0])
+    logits_at = jax.jit(lambda values: kernel.conditional_logits(values, (LABELS,), {}))
+    for values in _continuous_draws(1):
+        configs, joint = _enumerated(values)
+        marginal = float(marginal_at(values))
+        np.testing.assert_allclose(marginal, float(logsumexp(joint)), rtol=1e-5, atol=1e-4)
+        weights = np.exp(joint - logsumexp(joint))
+        exact = np.stack(
+            [[weights[configs[:, i] == v].sum() for v in range(CLASSES)] for i in range(ITEMS)]
+        )
+        logits = logits_at(values)
+        np.testing.assert_allclose(jax.nn.softmax(logits, -1), exact, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_draws_follow_the_exact_conditional():
+    kernel = nx.MarginalNUTS(plate_model)
+    kernel.prepare(jax.random.key(0), (Y,))
+    mu = 0.3
+    # z_i | mu: prior times the row's likelihood, by hand
+    on = np.log(PRIOR) - 0.5 * (Y - mu - W) ** 2
+    off = np.log(1 - PRIOR) - 0.5 * (Y - mu) ** 2
+    exact = 1.0 / (1.0 + np.exp(off - on))
+    draws = jax.vmap(lambda k: kernel._draw({"mu": jnp.asarray(mu)}, k, (Y,), {}))(
+        jax.random.split(jax.random.key(2), 20_000)
+    )
+    frequency = np.asarray(draws, np.float64).mean(0)
+    se = np.sqrt(exact * (1 - exact) / 20_000)
+    assert np.all(np.abs(frequency - exact) < 5 * se), (frequency, exact)
+
+
+def test_a_site_whose_coordinates_interact_is_refused_with_the_reason():
+    kernel = nx.MarginalNUTS(coupled_model, site="w")
+    with pytest.raises(ValueError, match="discrete latent sites"):
+        kernel.prepare(jax.random.key(0), (Y,))
+
+    def pairs_model(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+        with numpyro.plate("rows", 3):
+            z = numpyro.sample("z", dist.Bernoulli(PRIOR))
+            numpyro.sample("y", dist.Normal(mu + jnp.asarray(W) * z, 1.0), obs=y)
+        numpyro.factor("pairs", 0.7 * jnp.sum(z[1:] * z[:-1]))
+
+    with pytest.raises(ValueError, match="cannot be summed out"):
+        nx.MarginalNUTS(pairs_model).prepare(jax.random.key(0), (Y,))
+
+
+@pytest.mark.slow
+def test_marginal_nuts_matches_the_exact_posterior():
+    mcmc = MCMC(
+        nx.MarginalNUTS(plate_model),
+        num_warmup=500,
+        num_samples=2000,
+        num_chains=2,
+        chain_method="sequential",
+        progress_bar=False,
+    )
+    mcmc.run(jax.random.key(3), Y)
+    samples = mcmc.get_samples(group_by_chain=True)
+    z, mu = np.asarray(samples["z"], np.float64), np.asarray(samples["mu"], np.float64)
+    stats = np.concatenate([z, mu[..., None], mu[..., None] ** 2], -1)
+    mean_z, mean_mu, second_mu = plate_model_exact(Y, W, PRIOR)
+    assert_mc_close(stats, np.concatenate([mean_z, [mean_mu, second_mu]]))
