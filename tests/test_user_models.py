@@ -202,8 +202,10 @@ def test_every_model_has_its_parts():
 
 #: the recommended kernel's runs behind ``-m slow`` (default suite time): the slowest at the
 #: reduced sizes, and twins whose kernel path another model covers (hmm_terms: the plate
-#: colouring of hmm_scan; ising_terms: the same lattice as ising)
+#: colouring of hmm_scan; ising_terms: the same lattice as ising; occupancy: MarginalNUTS,
+#: as population)
 SLOW_RECOMMENDED = {
+    "occupancy",  # MarginalNUTS, as population's
     "dawid_skene",
     "cjs",
     "spike_slab",

@@ -185,6 +185,7 @@ def test_several_chains_and_arviz(monkeypatch):
     _check_two_chains_and_arviz(mcmc)
 
 
+@pytest.mark.slow  # default suite time (8.6 s): the sequential chains' test covers ArviZ
 @pytest.mark.cpu_only  # worker processes do not inherit torch's default device
 def test_several_chains_in_spawned_workers_and_arviz(monkeypatch):
     # Pyro uses worker processes only with a spare core; pretend there is one, and spawn

@@ -45,6 +45,7 @@ def selection_model(x, y):
     pyro.sample("y", dist.Normal(x @ (gamma * beta), sigma).to_event(1), obs=y)
 
 
+@pytest.mark.slow  # default suite time: NumPyro's variable-selection runs cover the switch
 @pytest.mark.cpu_only
 def test_gibbs_switches_a_site_whose_gradient_goes_bad_during_warmup():
     pyro.set_rng_seed(0)
