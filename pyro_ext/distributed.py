@@ -201,8 +201,10 @@ def train(
         for hook in hooks:
             hook.remove()
     if size > 1:
+        # on the parameters' device: NCCL reduces CUDA tensors only; read back once
         names = sorted(result.history)
-        stacked = torch.as_tensor(np.stack([result.history[n] for n in names]))
+        device = parameters[0].device if parameters else None
+        stacked = torch.as_tensor(np.stack([result.history[n] for n in names]), device=device)
         dist.all_reduce(stacked)
-        result.history.update(zip(names, (stacked / size).numpy(), strict=True))
+        result.history.update(zip(names, (stacked / size).cpu().numpy(), strict=True))
     return result

@@ -277,8 +277,8 @@ def test_dmala_with_the_plate_table_moves_on_the_zero_inflated_model():
 @pytest.mark.slow
 def test_the_mixture_from_numpyros_default_start():
     """NUTS's default start (uniform in (-2, 2)) may place the means in a relabelled mode;
-    at the reduced size PlateGibbs next to NUTS still ends right (an earlier finding, a
-    strict xfail, no longer holds). The suite itself starts the means at data quantiles."""
+    at the reduced size PlateGibbs next to NUTS still ends right. The suite itself starts the
+    means at data quantiles."""
     check("gmm", "PlateGibbs", init=None)
 
 
