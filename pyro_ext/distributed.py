@@ -13,8 +13,10 @@ of the batch and of the chains, the gradients are averaged over the processes in
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import datetime
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +33,7 @@ from discrete_kernels.validation import check_int
 from . import ebm
 from .arviz import chain_arrays
 
-__all__ = ["initialize", "rank_and_size", "run_chains", "train"]
+__all__ = ["initialize", "rank_and_size", "run_chains", "shutdown", "train"]
 
 
 def initialize(backend: str | None = None, *, timeout_s: float = 60.0, **kwargs: Any) -> None:
@@ -52,6 +54,20 @@ def initialize(backend: str | None = None, *, timeout_s: float = 60.0, **kwargs:
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=float(timeout_s)), **kwargs)
+    # gloo's process group destroyed during interpreter exit aborts the process ("terminate
+    # called without an active exception"): leave it before then
+    atexit.register(shutdown)
+
+
+def shutdown() -> None:
+    """Leave the process group (``torch.distributed.destroy_process_group``); called at exit
+    by itself after :func:`initialize`, and harmless without a process group."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+        # the process group can live on in reference cycles; collected at interpreter exit,
+        # its threads would release their last tensors without an interpreter to run on and
+        # abort the process: collect it now, while they can
+        gc.collect()
 
 
 def rank_and_size() -> tuple[int, int]:

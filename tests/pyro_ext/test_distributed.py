@@ -55,3 +55,10 @@ def test_a_process_that_dies_ends_the_other_with_an_error():
     assert second.returncode == 3
     assert first.returncode not in (0, -9)  # ended by itself, not by the time limit
     assert "Connection" in first.stderr or "timed out" in first.stderr, first.stderr[-2000:]
+
+
+def test_shutdown_without_a_process_group_does_nothing():
+    from pyro_ext import distributed
+
+    distributed.shutdown()
+    assert distributed.rank_and_size() == (0, 1)
