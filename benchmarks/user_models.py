@@ -1398,6 +1398,8 @@ PLATE_MIXED = library_kernels(mixed=True, plate=True)
 SUMMED_MIXED = {"MarginalNUTS": alone(nx.MarginalNUTS), **PLATE_MIXED}
 PLATE_DISCRETE = library_kernels(mixed=False, plate=True)
 COUPLED_MIXED = library_kernels(mixed=True, plate=False)
+#: a coupled site with few joint values (2^8 inclusions): NUTS with it summed over them
+JOINT_MIXED = {"MarginalNUTS": alone(nx.MarginalNUTS), **COUPLED_MIXED}
 COUPLED_DISCRETE = library_kernels(mixed=False, plate=False)
 
 MODELS: dict[str, UserModel] = {
@@ -1413,7 +1415,7 @@ MODELS: dict[str, UserModel] = {
             quadrature=zip_quadrature,
             sizes=(100, 1000),
             kernels=SUMMED_MIXED,
-            recommended="PlateGibbs",
+            recommended="MarginalNUTS",
             builtins=MIXED_BUILTINS,
             init=zip_init,
         ),
@@ -1427,7 +1429,7 @@ MODELS: dict[str, UserModel] = {
             quadrature=gmm_quadrature,
             sizes=(60, 1000),
             kernels=SUMMED_MIXED,
-            recommended="PlateGibbs",
+            recommended="MarginalNUTS",
             builtins=MIXED_BUILTINS,
             init=gmm_init,
         ),
@@ -1511,7 +1513,7 @@ MODELS: dict[str, UserModel] = {
             variable_selection_exact,
             variable_selection_statistics,
             sizes=(5, 8),
-            kernels=COUPLED_MIXED,
+            kernels=JOINT_MIXED,
             recommended="GWG",
             builtins=MIXED_BUILTINS,
         ),
@@ -1624,10 +1626,10 @@ def run(
     """Draws of ``entry``'s statistics, shape (chains, draws / thinning, k), from ``MCMC``
     with the kernel named ``kernel`` (or made by the factory ``kernel``), started at
     ``entry.init`` where the model has one. Chains are vectorised for the library's kernels on
-    purely discrete models, sequential otherwise (NumPyro's ``Gibbs`` and ``DiscreteGibbs``
-    take one key)."""
+    purely discrete models and for ``MarginalNUTS``, sequential otherwise (NumPyro's ``Gibbs``
+    and ``DiscreteGibbs`` take one key)."""
     made = entry.kernel(kernel) if isinstance(kernel, str) else kernel(entry.model)
-    vectorized = not entry.mixed and kernel not in entry.builtins
+    vectorized = kernel in WHOLE_MODEL_KERNELS or (not entry.mixed and kernel not in entry.builtins)
     mcmc = MCMC(
         made,
         num_warmup=num_warmup,

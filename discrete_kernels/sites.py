@@ -19,7 +19,7 @@ import numpy as np
 from array_api_compat import device as _device
 
 from ._xp import Array, array_namespace, log_softmax, logsumexp
-from .domains import MAX_NUM_VALUES, Domain, Integer, Ordinal, as_finite
+from .domains import MAX_NUM_VALUES, Domain, Integer, Ordinal, as_finite, coordinate_bounds
 from .local import local_delta
 from .validation import check_kernel_options, check_positive_array, check_site_names
 
@@ -666,6 +666,35 @@ def summed_out_log_density(other_terms: Array, terms: Array) -> Array:
     xp = array_namespace(terms)
     terms = xp.where(xp.isnan(terms), xp.full_like(terms, -xp.inf), terms)
     return other_terms + xp.sum(logsumexp(terms, axis=-1))
+
+
+def joint_values(domain: Domain, shape: Sequence[int], max_count: int) -> np.ndarray | None:
+    """Every joint value of a leaf, or None when there are more than ``max_count``.
+
+    A leaf whose coordinates interact cannot be summed out coordinate by coordinate; when it
+    has few joint values, the sum over all of them is the exact marginal
+    (:func:`summed_out_log_density` with one "coordinate" whose ``S`` is their count).
+
+    Parameters
+    ----------
+    domain : a finite domain (an ordinal's per-coordinate bounds are respected)
+    shape : the leaf's shape
+    max_count : the most joint values to list
+
+    Returns
+    -------
+    ndarray of shape (M, *shape), int64, or None
+    """
+    low, high = coordinate_bounds(domain, tuple(shape))
+    counts = (high - low + 1).reshape(-1)
+    count = 1
+    for c in counts.tolist():  # Python ints: no overflow on a large leaf
+        count *= int(c)
+        if count > max_count:
+            return None
+    grids = np.meshgrid(*[np.arange(c) for c in counts.tolist()], indexing="ij")
+    values = np.stack([g.reshape(-1) for g in grids], -1) + low.reshape(1, -1)
+    return values.reshape((-1, *shape)).astype(np.int64)
 
 
 # ------------------------------------------------------------------------------------------

@@ -30,16 +30,19 @@ from numpyro.infer.hmc import HMCState
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import constrain_fn, log_density
 from numpyro.primitives import Messenger
+from numpyro.util import is_prng_key
 
 from discrete_kernels._xp import categorical_from_uniform
 from discrete_kernels.domains import as_finite
 from discrete_kernels.sites import (
+    joint_values,
     plate_check_draws,
     plate_table_mismatch,
     substitutions_at,
     summed_out_log_density,
     table_from_element_terms,
 )
+from discrete_kernels.validation import check_int
 
 from ._plates import element_terms_fn, plate_dims
 from ._target import domain_of_site
@@ -76,6 +79,9 @@ class _Plan:
     dtype: Any
     leaf_dims: tuple[tuple[str, int], ...]
     domain: Any
+    split_reason: str | None
+    #: the model's sample sites (the terms the summed model masks are among them)
+    site_names: frozenset
 
     @property
     def low(self) -> int:
@@ -97,15 +103,22 @@ def _in_plates(frames: Any, leaf_dims: dict) -> bool:
 
 
 class _DropPlateTerms(Messenger):
-    """Masks every term indexed by the leaf's plates (those :func:`element_terms_fn` sums):
-    what remains is ``C``."""
+    """Masks every term of the model's own sites ``names`` indexed by the leaf's plates (those
+    :func:`element_terms_fn` sums): what remains is ``C``. The change-of-variables factors
+    NUTS's potential adds inside the model (``_x_log_det``) are not the model's sites: they
+    stay."""
 
-    def __init__(self, fn: Callable | None, leaf_dims: dict) -> None:
+    def __init__(self, fn: Callable | None, leaf_dims: dict, names: frozenset) -> None:
         self.leaf_dims = leaf_dims
+        self.names = names
         super().__init__(fn)
 
     def process_message(self, msg: dict) -> None:
-        if msg["type"] == "sample" and _in_plates(msg["cond_indep_stack"], self.leaf_dims):
+        if (
+            msg["type"] == "sample"
+            and msg["name"] in self.names
+            and _in_plates(msg["cond_indep_stack"], self.leaf_dims)
+        ):
             msg["fn"] = msg["fn"].mask(False)
 
 
@@ -119,23 +132,40 @@ class MarginalNUTS(MCMCKernel):
     model, each of whose gradients costs ``S`` evaluations of the model's plate terms (``S``
     values), and one draw of every coordinate. The factorisation is checked at setup against
     single-site changes of the model's log density (at the prior draw and two other states of
-    the site): a model that does not factorise is refused with the reason. Chains: run them
-    with ``chain_method="sequential"`` or ``"parallel"`` (the setup traces the model with
-    concrete values).
+    the site). A site that does not factorise (indicators inside one regression's linear
+    predictor) is summed over all of its joint values instead when there are at most
+    ``max_joint_values`` of them (``2^P`` for ``P`` inclusions): each gradient then costs that
+    many evaluations of the whole model, vmapped, and the site is drawn jointly; with more it
+    is refused with the reason. Chains: every ``chain_method``; with ``"vectorized"`` the setup
+    checks the model once, at one prior draw, for all the chains.
 
     Parameters
     ----------
     model : the NumPyro model
     site : str, optional
         The discrete site to sum out; by default the model's only discrete latent site.
+    max_joint_values : int
+        The most joint values of a site that does not factorise that are summed over.
     **nuts_options
         Passed to :class:`numpyro.infer.NUTS` (``target_accept_prob``, ``max_tree_depth``...).
     """
 
-    def __init__(self, model: Callable, site: str | None = None, **nuts_options: Any) -> None:
+    def __init__(
+        self,
+        model: Callable,
+        site: str | None = None,
+        *,
+        max_joint_values: int = 4096,
+        **nuts_options: Any,
+    ) -> None:
         self._model = model
         self._site = site
+        self._max_joint_values = check_int(
+            "MarginalNUTS", "max_joint_values", max_joint_values, minimum=1
+        )
         self._plan: _Plan | None = None
+        #: every joint value of the site, shape (M, *shape), where it does not factorise
+        self._joint: jax.Array | None = None
         self._nuts = NUTS(self._summed_model, **nuts_options)
 
     # --- the marginal model
@@ -160,12 +190,11 @@ class MarginalNUTS(MCMCKernel):
             )
         site = trace[name]
         leaf_dims, reason = plate_dims(site)
-        if reason is not None:
-            raise ValueError(f"MarginalNUTS: site {name!r} cannot be summed out: {reason}.")
         domain = as_finite(domain_of_site(name, site))
         value = jnp.asarray(site["value"])
         dims = tuple(sorted(leaf_dims.items()))
-        return _Plan(name, tuple(value.shape), jnp.result_type(value), dims, domain)
+        names = frozenset(n for n, s in trace.items() if s["type"] == "sample")
+        return _Plan(name, tuple(value.shape), jnp.result_type(value), dims, domain, reason, names)
 
     def _summed_model(self, *args: Any, **kwargs: Any) -> None:
         """The model with the plan's site summed out: the model with the site's plate terms
@@ -174,13 +203,15 @@ class MarginalNUTS(MCMCKernel):
         plan = self._plan
         assert plan is not None, "init first"
         fill = jnp.full(plan.shape, plan.low, plan.dtype)
+        # summed jointly: every term is in the sum over the joint values (no leaf dims)
+        dims = {} if self._joint is not None else plan.dims
         with handlers.trace() as model_trace:
-            _DropPlateTerms(handlers.condition(self._model, {plan.name: fill}), plan.dims)(
-                *args, **kwargs
-            )
+            _DropPlateTerms(
+                handlers.condition(self._model, {plan.name: fill}), dims, plan.site_names
+            )(*args, **kwargs)
         values = _latent_values(model_trace, plan.name)
         with handlers.block():
-            terms = self._terms(values, args, kwargs)
+            terms = self.conditional_logits(values, args, kwargs)
         numpyro.factor(f"_{plan.name}_summed_out", summed_out_log_density(jnp.zeros(()), terms))
 
     def prepare(
@@ -192,16 +223,47 @@ class MarginalNUTS(MCMCKernel):
         kwargs = {} if model_kwargs is None else model_kwargs
         plan = self._plan_for(rng_key, model_args, kwargs)
         if plan != self._plan:  # a new model or new data shapes (not every chain of a run)
-            self._plan = plan
-            self._check(rng_key, model_args, kwargs)
+            self._plan, self._joint = plan, None
+            reason = plan.split_reason or self._split_mismatch(rng_key, model_args, kwargs)
+            if reason is not None:
+                joint = joint_values(plan.domain, plan.shape, self._max_joint_values)
+                if joint is None:
+                    self._plan = None
+                    raise ValueError(
+                        f"MarginalNUTS: site {plan.name!r} cannot be summed out: {reason}; nor "
+                        f"summed over its joint values: more than max_joint_values="
+                        f"{self._max_joint_values}."
+                    )
+                self._joint = jnp.asarray(joint, plan.dtype)
         return self._summed_model
+
+    @property
+    def joint_values(self) -> jax.Array | None:
+        """Every joint value of the summed site, shape (M, *shape), where it is summed
+        jointly (it does not factorise); None where it is summed coordinate by coordinate."""
+        return self._joint
 
     def conditional_logits(self, values: dict, model_args: tuple, model_kwargs: dict) -> jax.Array:
         """The summed site's exact conditional given the continuous sites' constrained
-        ``values``: ``g_i(v)`` up to a constant per coordinate, shape (n..., S) (``-inf`` at
-        impossible values); after :meth:`prepare`."""
-        terms = self._terms(values, model_args, model_kwargs)
+        ``values``, up to a constant (``-inf`` at impossible values); after :meth:`prepare`:
+        ``g_i(v)`` per coordinate, shape (n..., S), or where the site is summed jointly the
+        log density at each of :attr:`joint_values`, shape (M,)."""
+        if self._joint is None:
+            terms = self._terms(values, model_args, model_kwargs)
+        else:
+            terms = self._joint_log_densities(values, model_args, model_kwargs)
         return jnp.where(jnp.isnan(terms), -jnp.inf, terms)
+
+    def _joint_log_densities(self, values: dict, args: tuple, kwargs: dict) -> jax.Array:
+        """The model's log density at the continuous ``values`` and each joint value of the
+        site, shape (M,) (vmapped: one copy of the model in the program)."""
+        plan, joint = self._plan, self._joint
+        assert plan is not None and joint is not None
+
+        def at(x: jax.Array) -> jax.Array:
+            return log_density(self._model, args, kwargs, {**values, plan.name: x})[0]
+
+        return jax.vmap(at)(joint)
 
     def _terms(self, values: dict, args: tuple, kwargs: dict) -> jax.Array:
         """``g_i(v)`` at the continuous ``values``, shape (n..., S)."""
@@ -223,19 +285,22 @@ class MarginalNUTS(MCMCKernel):
         assert plan is not None
         constrained = constrain_fn(self._summed_model, args, kwargs, z)
         terms = self.conditional_logits(constrained, args, kwargs)
+        if self._joint is not None:
+            index = categorical_from_uniform(terms, jax.random.uniform(rng_key, ()))
+            return self._joint[index]
         uniform = jax.random.uniform(rng_key, plan.shape)
         return (categorical_from_uniform(terms, uniform) + plan.low).astype(plan.dtype)
 
-    def _check(self, rng_key: jax.Array, args: tuple, kwargs: dict) -> None:
-        """Refuse a model whose log density does not split as ``C + sum_i g_i(x_i)`` in the
-        site: single-site changes of the log density against the split, at a prior draw of
-        the continuous sites and three states of the site (setup only)."""
+    def _split_mismatch(self, rng_key: jax.Array, args: tuple, kwargs: dict) -> str | None:
+        """Why the model's log density does not split as ``C + sum_i g_i(x_i)`` in the site,
+        or None where it does: single-site changes of the log density against the split, at
+        a prior draw of the continuous sites and three states of the site (setup only)."""
         plan = self._plan
         assert plan is not None
         trace = prototype_trace(self._model, rng_key, args, kwargs)
         values = _latent_values(trace, plan.name)
-        terms = self._terms(values, args, kwargs)
-        masked = _DropPlateTerms(self._model, plan.dims)
+        terms = jax.jit(lambda v: self._terms(v, args, kwargs))(values)  # one compilation
+        masked = _DropPlateTerms(self._model, plan.dims, plan.site_names)
 
         def full(x: jax.Array) -> jax.Array:
             return log_density(self._model, args, kwargs, {**values, plan.name: x})[0]
@@ -256,9 +321,8 @@ class MarginalNUTS(MCMCKernel):
             exact = exact.reshape(len(chosen), -1)
             reason = plate_table_mismatch(rows, exact, float(batched(state[None])[0]))
             if reason is not None:
-                raise ValueError(
-                    f"MarginalNUTS: site {plan.name!r} cannot be summed out: {reason}."
-                )
+                return reason
+        return None
 
     # --- MCMCKernel
 
@@ -290,7 +354,15 @@ class MarginalNUTS(MCMCKernel):
         model_kwargs: dict | None,
     ) -> MarginalNUTSState:
         kwargs = {} if model_kwargs is None else model_kwargs
-        key_plan, key_nuts, key_draw = jax.random.split(rng_key, 3)
+        chains = not is_prng_key(rng_key)  # vectorised chains: one key per chain
+        keys = jax.vmap(jax.random.split, (0, None))(rng_key, 4) if chains else None
+        split = jax.random.split(rng_key, 4) if keys is None else jnp.swapaxes(keys, 0, 1)
+        key_plan, key_nuts, key_draw, key_next = split
+        if chains:
+            # the setup traces and checks the model with concrete values, once for all chains
+            key_plan = key_plan[0]
+        elif isinstance(key_plan, jax.core.Tracer):  # chains mapped by pmap
+            key_plan = jax.random.key(0)
         self.prepare(key_plan, model_args, kwargs)
         plan = self._plan
         assert plan is not None
@@ -298,10 +370,13 @@ class MarginalNUTS(MCMCKernel):
             # the continuous sites' start (unconstrained, as NUTS takes it); none given: NUTS's
             init_params = {k: v for k, v in init_params.items() if k != plan.name} or None
         hmc_state = self._nuts.init(key_nuts, num_warmup, init_params, model_args, kwargs)
-        key_draw, key_next = jax.random.split(key_draw)
-        draw = self._draw(hmc_state.z, key_draw, model_args, kwargs)
+
+        def draw(z: dict, key: jax.Array) -> jax.Array:
+            return self._draw(z, key, model_args, kwargs)
+
+        site = jax.jit(jax.vmap(draw) if chains else draw)(hmc_state.z, key_draw)
         return MarginalNUTSState(
-            {**hmc_state.z, plan.name: draw}, hmc_state.diverging, hmc_state, key_next
+            {**hmc_state.z, plan.name: site}, hmc_state.diverging, hmc_state, key_next
         )
 
     def sample(
@@ -310,11 +385,16 @@ class MarginalNUTS(MCMCKernel):
         kwargs = {} if model_kwargs is None else model_kwargs
         plan = self._plan
         assert plan is not None, "init first"
-        hmc_state = self._nuts.sample(state.hmc_state, model_args, kwargs)
-        key_draw, key_next = jax.random.split(state.rng_key)
-        draw = self._draw(hmc_state.z, key_draw, model_args, kwargs)
+        hmc_state = self._nuts.sample(state.hmc_state, model_args, kwargs)  # batched or not
+
+        def draw(z: dict, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+            key_draw, key_next = jax.random.split(key)
+            return self._draw(z, key_draw, model_args, kwargs), key_next
+
+        chains = not is_prng_key(state.rng_key)  # vectorised chains: one key per chain
+        site, key_next = (jax.vmap(draw) if chains else draw)(hmc_state.z, state.rng_key)
         return MarginalNUTSState(
-            {**hmc_state.z, plan.name: draw}, hmc_state.diverging, hmc_state, key_next
+            {**hmc_state.z, plan.name: site}, hmc_state.diverging, hmc_state, key_next
         )
 
     def postprocess_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
