@@ -166,6 +166,8 @@ class MarginalNUTS(MCMCKernel):
         self._plan: _Plan | None = None
         #: every joint value of the site, shape (M, *shape), where it does not factorise
         self._joint: jax.Array | None = None
+        #: (the data's leaves, the conditional logits compiled for them)
+        self._compiled_logits: tuple[list, Callable] | None = None
         self._nuts = NUTS(self._summed_model, **nuts_options)
 
     # --- the marginal model
@@ -211,8 +213,24 @@ class MarginalNUTS(MCMCKernel):
             )(*args, **kwargs)
         values = _latent_values(model_trace, plan.name)
         with handlers.block():
-            terms = self.conditional_logits(values, args, kwargs)
+            terms = self._logits_fn(args, kwargs)(values)
         numpyro.factor(f"_{plan.name}_summed_out", summed_out_log_density(jnp.zeros(()), terms))
+
+    def _logits_fn(self, args: tuple, kwargs: dict) -> Callable[[dict], jax.Array]:
+        """:meth:`conditional_logits` at the data ``args, kwargs``, compiled once per data
+        outside a compiled program: NUTS's setup evaluates the summed model op by op (under
+        vmap and grad), and one compiled function costs far less than an XLA compilation per
+        operation (about 2 s of a 10 s run on 1,000 zero-inflated rows)."""
+        leaves = jax.tree.leaves((args, kwargs))
+        if any(isinstance(x, jax.core.Tracer) for x in leaves):  # inside jit: inlined anyway
+            return lambda values: self.conditional_logits(values, args, kwargs)
+        cached = self._compiled_logits
+        if cached is not None and len(cached[0]) == len(leaves):
+            if all(a is b for a, b in zip(cached[0], leaves, strict=True)):
+                return cached[1]
+        fn = jax.jit(lambda values: self.conditional_logits(values, args, kwargs))
+        self._compiled_logits = (leaves, fn)
+        return fn
 
     def prepare(
         self, rng_key: jax.Array, model_args: tuple, model_kwargs: dict | None = None
