@@ -216,8 +216,11 @@ def test_benchmark_command_quick_run_of_the_scaling_study():
     assert "exit 0" in out.stdout and "| target | d | chains |" in out.stdout
 
 
+@pytest.mark.slow
 def test_user_suite_rows_and_table_on_a_small_model():
-    """The user-model suite's measurement of one model in its smoke mode, and its table."""
+    """The user-model suite's measurement of one model in its smoke mode, and its table
+    (13 s: behind -m slow for the default suite's time; the ratio rule it prints is tested
+    by default above)."""
     from benchmarks import user_models
 
     entry = user_models.MODELS["ising"]

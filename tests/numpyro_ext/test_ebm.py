@@ -27,7 +27,9 @@ def exact_negative_grad(params):
     return jax.tree.map(jnp.negative, jax.grad(core.rbm_log_partition)(params))
 
 
-@pytest.mark.parametrize("coupling", ["block_gibbs", "dmala"])
+#: block Gibbs's coupling behind -m slow (10 s; default suite time): the DMALA coupling is
+#: the default twin
+@pytest.mark.parametrize("coupling", [pytest.param("block_gibbs", marks=pytest.mark.slow), "dmala"])
 def test_ucd_negative_phase_is_unbiased_and_cd1_is_not(coupling):
     """Both couplings: coupled block Gibbs (Alg. 3) and coupled DMALA chains (the
     coordinate-wise maximal coupling of the DLP proposals, beyond the papers). Measured mean
