@@ -124,6 +124,7 @@ def test_guide_sampler_is_exactly_stationary_in_both_ppls(guide, ppl):
         assert_rows_match(counts, p)
 
 
+@pytest.mark.slow  # 6 s; the exact stationarity test above is its default twin
 def test_guide_sampler_matches_the_posterior_in_both_ppls(guide):
     pi = exact()
     z_all = np.array([z for z, _ in STATES], float)

@@ -211,6 +211,7 @@ SLOW_RECOMMENDED = {
     "spike_slab",
     "variable_selection",
     "hmm_terms",
+    "changepoint_categorical",  # the same kernel as changepoint_uniform
     "ising_terms",
 }
 

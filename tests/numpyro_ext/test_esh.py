@@ -28,6 +28,9 @@ def correlated_model():
     numpyro.sample("scale", dist.LogNormal(0.0, 0.5))  # constrained: sampled in log space
 
 
+#: behind -m slow (7 s; default suite time): the moment tests below in every dimension and on the
+#: mixture are its default twins
+@pytest.mark.slow
 def test_correlated_gaussian_and_constrained_site_moments():
     mcmc = MCMC(
         nx.ESH(correlated_model, step_size=0.3, num_steps=10),

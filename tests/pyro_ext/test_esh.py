@@ -129,6 +129,9 @@ def test_default_options_move_and_match_the_moments_in_every_dimension(dim):
     assert_mc_close(stats, np.r_[loc.cpu().numpy(), scale.cpu().numpy() ** 2])
 
 
+#: behind -m slow (6 s; default suite time): ESH as a Gibbs block in Pyro stays in the default run
+#: (test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior), this test in NumPyro too
+@pytest.mark.slow
 def test_esh_as_a_gibbs_block_on_one_continuous_site_with_default_options():
     y = torch.tensor([0.3, 1.1, 0.8])
     mean_z, mean_mu, second_mu = mixed_model_exact(y.cpu().numpy())
