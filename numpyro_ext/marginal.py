@@ -11,6 +11,10 @@ continuous sites, whose coupling makes such a chain slow), and each draw of the 
 is drawn from ``softmax(g_i)`` given them: together a draw of the joint posterior. This is
 what enumeration does (NumPyro's ``infer={"enumerate": "parallel"}`` with ``infer_discrete``),
 with the structure read from the plates, no rewrite of the model and no ``funsor``.
+
+A site whose coordinates do not split (indicators inside one linear predictor) but that has
+few joint values is summed over all of them instead: the same formula with one "coordinate"
+whose values are the site's ``M`` joint values (:func:`discrete_kernels.sites.joint_values`).
 """
 
 from __future__ import annotations
@@ -136,8 +140,9 @@ class MarginalNUTS(MCMCKernel):
     predictor) is summed over all of its joint values instead when there are at most
     ``max_joint_values`` of them (``2^P`` for ``P`` inclusions): each gradient then costs that
     many evaluations of the whole model, vmapped, and the site is drawn jointly; with more it
-    is refused with the reason. Chains: every ``chain_method``; with ``"vectorized"`` the setup
-    checks the model once, at one prior draw, for all the chains.
+    is refused with the reason. Chains: ``chain_method="vectorized"`` (the setup checks the model
+    once, at one prior draw, for all the chains) or ``"sequential"``, both tested;
+    ``"parallel"`` (pmap over several devices) checks at a fixed prior draw and is untested.
 
     Parameters
     ----------
@@ -201,7 +206,8 @@ class MarginalNUTS(MCMCKernel):
     def _summed_model(self, *args: Any, **kwargs: Any) -> None:
         """The model with the plan's site summed out: the model with the site's plate terms
         masked (``C``, the site held at its lowest value) and a factor of
-        ``sum_i log sum_v exp g_i(v)``."""
+        ``sum_i log sum_v exp g_i(v)``; summed jointly, every term of the model's own sites
+        masked and a factor of ``log sum_m exp f(x_m)`` over the joint values ``x_m``."""
         plan = self._plan
         assert plan is not None, "init first"
         fill = jnp.full(plan.shape, plan.low, plan.dtype)
