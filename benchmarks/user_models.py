@@ -705,23 +705,43 @@ def spike_slab_data(size: int) -> tuple:
     return jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
 
 
-def spike_slab_exact(data: tuple) -> Answer:
-    """Given ``sigma`` the indicators are independent (orthogonal design) and each
-    coefficient integrates in closed form; ``log sigma`` by 1-D quadrature."""
+def slab_posterior(data: tuple, spike_scale: float) -> tuple[Callable, Callable]:
+    """A spike-and-slab regression on an orthogonal design with a ``Normal(0, spike_scale)``
+    spike (``spike_scale = 0``: exactly zero, the coefficient times indicator form): given
+    ``sigma`` each (indicator, coefficient) pair is independent of the others and its
+    coefficient integrates in closed form.
+
+    Returns
+    -------
+    (log_post, conditional)
+        ``log_post(t)``: the log posterior density of ``t = log sigma`` (shape (G, 1)) up to
+        a constant, shape (G,); ``conditional(t)``: the statistics' conditional means given
+        it, shape (G, 7): four inclusions, the model size, ``sigma`` and the first
+        coefficient's mean (times its indicator for a zero spike).
+    """
     x, y = np.asarray(data[0], np.float64), np.asarray(data[1], np.float64)
     rows = x.shape[0]
     n = (x**2).sum(0)[None]  # X'X = n I (in float64 from the float32 data: its diagonal)
     c = (x.T @ y)[None]
     yy = y @ y
-    q, s2 = SLAB_INCLUSION, SLAB_SCALE**2
+
+    def gaussian_part(t: np.ndarray, prior_variance: float) -> tuple:
+        """log of the integral over the coefficient of its prior and the likelihood's
+        factor in it, and its conditional mean (0 for a point mass at 0)."""
+        sigma2 = np.exp(2 * t[:, :1])
+        if prior_variance == 0.0:
+            return np.zeros_like(c * sigma2), np.zeros_like(c * sigma2)
+        a = 1.0 / prior_variance + n / sigma2
+        mean = (c / sigma2) / a
+        return -0.5 * np.log(prior_variance * a) + 0.5 * a * mean**2, mean
 
     def parts(t: np.ndarray) -> tuple:
-        sigma2 = np.exp(2 * t[:, :1])
-        a = 1.0 / s2 + n / sigma2
-        m = (c / sigma2) / a
-        log_on = np.log(q) - 0.5 * np.log(s2 * a) + 0.5 * a * m**2
-        log_each = np.logaddexp(np.log1p(-q), log_on)
-        return log_each, np.exp(log_on - log_each), m
+        log_on, mean_on = gaussian_part(t, SLAB_SCALE**2)
+        log_off, mean_off = gaussian_part(t, spike_scale**2)
+        log_on, log_off = log_on + np.log(SLAB_INCLUSION), log_off + np.log1p(-SLAB_INCLUSION)
+        log_each = np.logaddexp(log_off, log_on)
+        p_on = np.exp(log_on - log_each)
+        return log_each, p_on, p_on * mean_on + (1 - p_on) * mean_off
 
     def log_post(t: np.ndarray) -> np.ndarray:
         sigma = np.exp(t[:, 0])
@@ -730,14 +750,23 @@ def spike_slab_exact(data: tuple) -> Answer:
         return prior - rows * t[:, 0] - 0.5 * yy / sigma**2 + log_each.sum(-1)
 
     def conditional(t: np.ndarray) -> np.ndarray:
-        _, p_on, m = parts(t)
+        _, p_on, mean = parts(t)
         return np.concatenate(
-            [p_on[:, :4], p_on.sum(-1, keepdims=True), np.exp(t[:, :1]), (p_on * m)[:, :1]], -1
+            [p_on[:, :4], p_on.sum(-1, keepdims=True), np.exp(t[:, :1]), mean[:, :1]], -1
         )
 
-    mean = grid_expectations(_both(log_post, conditional), [0.0], points=2001)
-    names = ("gamma_0", "gamma_1", "gamma_2", "gamma_3", "model size", "sigma", "beta_0")
+    return log_post, conditional
+
+
+def _slab_exact(data: tuple, spike_scale: float, names: Sequence[str]) -> Answer:
+    """:func:`slab_posterior`'s statistics by 1-D quadrature over ``log sigma``."""
+    mean = grid_expectations(_both(*slab_posterior(data, spike_scale)), [0.0], points=2001)
     return _exact(names, mean, "1-D quadrature over sigma, closed form per predictor")
+
+
+def spike_slab_exact(data: tuple) -> Answer:
+    names = ("gamma_0", "gamma_1", "gamma_2", "gamma_3", "model size", "sigma", "beta_0")
+    return _slab_exact(data, 0.0, names)
 
 
 def spike_slab_statistics(samples: Samples, data: tuple) -> np.ndarray:
@@ -748,6 +777,47 @@ def spike_slab_statistics(samples: Samples, data: tuple) -> np.ndarray:
             gamma.sum(-1, keepdims=True),
             _f(samples, "sigma")[..., None],
             (gamma * beta)[..., :1],
+        ],
+        -1,
+    )
+
+
+#: the spike's scale of the mixture-prior form: far below a coefficient's standard error
+#: at both sizes (0.25 at 8 predictors, 0.032 at 500), so that the indicator is about the
+#: coefficient being negligible
+SSVS_SPIKE_SCALE = 0.01
+
+
+def ssvs_model(x: jax.Array, y: jax.Array) -> None:
+    """Spike-and-slab regression in its mixture-prior form, stochastic search variable
+    selection (George and McCulloch, 1993; Ishwaran and Rao, 2005): ``gamma_j ~
+    Bernoulli(0.2)``, ``beta_j ~ Normal(0, 1)`` if ``gamma_j`` else ``Normal(0, 0.01)``,
+    ``sigma ~ HalfNormal(1)``, ``y ~ Normal(X beta, sigma)``. The indicators enter only the
+    coefficients' priors: given the coefficients they are conditionally independent. The same
+    orthogonal design and data as ``spike_slab``."""
+    predictors = x.shape[1]
+    with numpyro.plate("predictors", predictors):
+        gamma = numpyro.sample("gamma", dist.Bernoulli(SLAB_INCLUSION))
+        scale = jnp.where(gamma == 1, SLAB_SCALE, SSVS_SPIKE_SCALE)
+        beta = numpyro.sample("beta", dist.Normal(0.0, scale))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+    with numpyro.plate("rows", x.shape[0]):
+        numpyro.sample("y", dist.Normal(x @ beta, sigma), obs=y)
+
+
+def ssvs_exact(data: tuple) -> Answer:
+    names = ("gamma_0", "gamma_1", "gamma_2", "gamma_3", "model size", "sigma", "beta_0")
+    return _slab_exact(data, SSVS_SPIKE_SCALE, names)
+
+
+def ssvs_statistics(samples: Samples, data: tuple) -> np.ndarray:
+    gamma = _f(samples, "gamma")
+    return np.concatenate(
+        [
+            gamma[..., :4],
+            gamma.sum(-1, keepdims=True),
+            _f(samples, "sigma")[..., None],
+            _f(samples, "beta")[..., :1],
         ],
         -1,
     )
@@ -1503,6 +1573,18 @@ MODELS: dict[str, UserModel] = {
             sizes=(8, 500),
             kernels=COUPLED_MIXED,
             recommended="DMALA",
+            builtins=MIXED_BUILTINS,
+        ),
+        UserModel(
+            "ssvs",
+            "spike-and-slab regression, mixture prior (SSVS)",
+            ssvs_model,
+            spike_slab_data,
+            ssvs_exact,
+            ssvs_statistics,
+            sizes=(8, 500),
+            kernels=SUMMED_MIXED,
+            recommended="MarginalNUTS",
             builtins=MIXED_BUILTINS,
         ),
         UserModel(

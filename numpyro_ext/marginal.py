@@ -19,8 +19,10 @@ whose values are the site's ``M`` joint values (:func:`discrete_kernels.sites.jo
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -30,9 +32,9 @@ import numpyro
 from numpyro import handlers
 from numpyro.infer import NUTS
 from numpyro.infer.gibbs import conditioned, discrete_latent_sites, prototype_trace
-from numpyro.infer.hmc import HMCState
+from numpyro.infer.hmc import HMCState, hmc
 from numpyro.infer.mcmc import MCMCKernel
-from numpyro.infer.util import constrain_fn, log_density
+from numpyro.infer.util import constrain_fn, initialize_model, log_density, potential_energy
 from numpyro.primitives import Messenger
 from numpyro.util import is_prng_key
 
@@ -143,6 +145,8 @@ class MarginalNUTS(MCMCKernel):
     is refused with the reason. Chains: ``chain_method="vectorized"`` (the setup checks the model
     once, at one prior draw, for all the chains) or ``"sequential"``, both tested;
     ``"parallel"`` (pmap over several devices) checks at a fixed prior draw and is untested.
+    NUTS is NumPyro's (its functional ``hmc``), started for every chain by one compiled
+    program; deterministic sites are computed at the drawn value of the site.
 
     Parameters
     ----------
@@ -152,7 +156,8 @@ class MarginalNUTS(MCMCKernel):
     max_joint_values : int
         The most joint values of a site that does not factorise that are summed over.
     **nuts_options
-        Passed to :class:`numpyro.infer.NUTS` (``target_accept_prob``, ``max_tree_depth``...).
+        :class:`numpyro.infer.NUTS`'s options, with its defaults (``target_accept_prob``,
+        ``max_tree_depth``, ``dense_mass``, ``init_strategy``...); another name is an error.
     """
 
     def __init__(
@@ -173,12 +178,14 @@ class MarginalNUTS(MCMCKernel):
         self._joint: jax.Array | None = None
         #: (the data's leaves, the conditional logits compiled for them)
         self._compiled_logits: tuple[list, Callable] | None = None
-        self._nuts = NUTS(self._summed_model, **nuts_options)
+        self._nuts_settings = _nuts_settings(nuts_options)
+        #: NUTS's transition on the summed model (batched over vectorised chains), after init
+        self._nuts_sample: Callable | None = None
 
     # --- the marginal model
 
-    def _plan_for(self, rng_key: jax.Array, model_args: tuple, model_kwargs: dict) -> _Plan:
-        trace = prototype_trace(self._model, rng_key, model_args, model_kwargs)
+    def _plan_for(self, trace: dict) -> _Plan:
+        """The plan for the model whose prior draw is ``trace``."""
         discrete = list(discrete_latent_sites(trace))
         name = self._site
         if name is None:
@@ -245,10 +252,11 @@ class MarginalNUTS(MCMCKernel):
         check that the model splits in it; returns the model with the site summed out (the
         model NUTS samples). :meth:`init` calls it."""
         kwargs = {} if model_kwargs is None else model_kwargs
-        plan = self._plan_for(rng_key, model_args, kwargs)
+        trace = prototype_trace(self._model, rng_key, model_args, kwargs)
+        plan = self._plan_for(trace)
         if plan != self._plan:  # a new model or new data shapes (not every chain of a run)
             self._plan, self._joint = plan, None
-            reason = plan.split_reason or self._split_mismatch(rng_key, model_args, kwargs)
+            reason = plan.split_reason or self._split_mismatch(trace, model_args, kwargs)
             if reason is not None:
                 joint = joint_values(plan.domain, plan.shape, self._max_joint_values)
                 if joint is None:
@@ -307,7 +315,11 @@ class MarginalNUTS(MCMCKernel):
         (unconstrained, as NUTS holds them)."""
         plan = self._plan
         assert plan is not None
-        constrained = constrain_fn(self._summed_model, args, kwargs, z)
+        # the continuous sites' constrained values do not depend on the site: the model at
+        # any value of it (not the summed model, whose factor costs S evaluations) gives them
+        fill = jnp.full(plan.shape, plan.low, plan.dtype)
+        at_fill = handlers.condition(self._model, {plan.name: fill})
+        constrained = constrain_fn(at_fill, args, kwargs, z)
         terms = self.conditional_logits(constrained, args, kwargs)
         if self._joint is not None:
             index = categorical_from_uniform(terms, jax.random.uniform(rng_key, ()))
@@ -315,16 +327,18 @@ class MarginalNUTS(MCMCKernel):
         uniform = jax.random.uniform(rng_key, plan.shape)
         return (categorical_from_uniform(terms, uniform) + plan.low).astype(plan.dtype)
 
-    def _split_mismatch(self, rng_key: jax.Array, args: tuple, kwargs: dict) -> str | None:
+    def _split_mismatch(self, trace: dict, args: tuple, kwargs: dict) -> str | None:
         """Why the model's log density does not split as ``C + sum_i g_i(x_i)`` in the site,
         or None where it does: single-site changes of the log density against the split, at
-        a prior draw of the continuous sites and three states of the site (setup only)."""
+        the prior draw ``trace`` of the continuous sites and three states of the site (setup
+        only; one compiled program for the three)."""
         plan = self._plan
         assert plan is not None
-        trace = prototype_trace(self._model, rng_key, args, kwargs)
         values = _latent_values(trace, plan.name)
-        terms = jax.jit(lambda v: self._terms(v, args, kwargs))(values)  # one compilation
         masked = _DropPlateTerms(self._model, plan.dims, plan.site_names)
+        chosen, others = plate_check_draws(plan.domain, plan.shape, seed=0)
+        start = jnp.asarray(trace[plan.name]["value"], plan.dtype)
+        states = jnp.stack([start, *(jnp.asarray(o, plan.dtype) for o in others)])
 
         def full(x: jax.Array) -> jax.Array:
             return log_density(self._model, args, kwargs, {**values, plan.name: x})[0]
@@ -332,18 +346,26 @@ class MarginalNUTS(MCMCKernel):
         def other_terms(x: jax.Array) -> jax.Array:
             return log_density(masked, args, kwargs, {**values, plan.name: x})[0]
 
-        batched, other_terms = jax.jit(jax.vmap(full)), jax.jit(other_terms)
-        chosen, others = plate_check_draws(plan.domain, plan.shape, seed=0)
-        start = jnp.asarray(trace[plan.name]["value"], plan.dtype)
-        flat_terms = jnp.where(jnp.isnan(terms), -jnp.inf, terms).reshape(-1, plan.num_values)
-        for state in [start, *(jnp.asarray(o, plan.dtype) for o in others)]:
+        def compare(terms: jax.Array, state: jax.Array) -> tuple:
+            """The split's table rows at the chosen coordinates, the model's log density at
+            their single-site changes, and at ``state``."""
+            flat_terms = jnp.where(jnp.isnan(terms), -jnp.inf, terms).reshape(-1, plan.num_values)
             index = (state.reshape(-1, 1) - plan.low).astype(jnp.int32)
             split = other_terms(state) + jnp.sum(jnp.take_along_axis(flat_terms, index, -1))
             table = table_from_element_terms(split, terms, state, plan.domain)
-            rows = np.asarray(table, np.float64).reshape(-1, plan.num_values)[chosen]
-            exact = np.asarray(batched(substitutions_at(plan.domain, state, chosen)), np.float64)
-            exact = exact.reshape(len(chosen), -1)
-            reason = plate_table_mismatch(rows, exact, float(batched(state[None])[0]))
+            rows = table.reshape(-1, plan.num_values)[jnp.asarray(chosen)]
+            changes = substitutions_at(plan.domain, state, chosen)
+            exact = jax.vmap(full)(changes).reshape(len(chosen), -1)
+            return rows, exact, full(state)
+
+        @jax.jit
+        def check() -> tuple:
+            terms = self._terms(values, args, kwargs)
+            return jax.lax.map(lambda state: compare(terms, state), states)
+
+        rows, exact, at_states = (np.asarray(a, np.float64) for a in check())
+        for k in range(len(states)):
+            reason = plate_table_mismatch(rows[k], exact[k], float(at_states[k]))
             if reason is not None:
                 return reason
         return None
@@ -364,10 +386,20 @@ class MarginalNUTS(MCMCKernel):
 
     @property
     def _sample_fn(self) -> Any:
-        return self._nuts._sample_fn
+        # MCMC initialises the kernel while this is None
+        return self._nuts_sample
 
     def get_diagnostics_str(self, state: MarginalNUTSState) -> str:
-        return self._nuts.get_diagnostics_str(state.hmc_state)
+        hmc_state = state.hmc_state
+        return (
+            f"{hmc_state.num_steps} steps of size {hmc_state.adapt_state.step_size:.2e}. "
+            f"acc. prob={hmc_state.mean_accept_prob:.2f}"
+        )
+
+    def _potential_gen(self, *args: Any, **kwargs: Any) -> Callable:
+        """The summed model's potential energy at the data ``args, kwargs`` (NUTS's
+        ``potential_fn_gen``: the data are passed at each step, as NUTS on a model does)."""
+        return partial(potential_energy, self._summed_model, args, kwargs)
 
     def init(
         self,
@@ -379,9 +411,9 @@ class MarginalNUTS(MCMCKernel):
     ) -> MarginalNUTSState:
         kwargs = {} if model_kwargs is None else model_kwargs
         chains = not is_prng_key(rng_key)  # vectorised chains: one key per chain
-        keys = jax.vmap(jax.random.split, (0, None))(rng_key, 4) if chains else None
-        split = jax.random.split(rng_key, 4) if keys is None else jnp.swapaxes(keys, 0, 1)
-        key_plan, key_nuts, key_draw, key_next = split
+        keys = jax.vmap(jax.random.split, (0, None))(rng_key, 5) if chains else None
+        split = jax.random.split(rng_key, 5) if keys is None else jnp.swapaxes(keys, 0, 1)
+        key_plan, key_start, key_nuts, key_draw, key_next = split
         if chains:
             # the setup traces and checks the model with concrete values, once for all chains
             key_plan = key_plan[0]
@@ -392,13 +424,50 @@ class MarginalNUTS(MCMCKernel):
         assert plan is not None
         if init_params is not None:
             # the continuous sites' start (unconstrained, as NUTS takes it); none given: NUTS's
+            # init_strategy's
             init_params = {k: v for k, v in init_params.items() if k != plan.name} or None
-        hmc_state = self._nuts.init(key_nuts, num_warmup, init_params, model_args, kwargs)
+        settings = dict(self._nuts_settings)
+        init_strategy = settings.pop("init_strategy")
+        nuts_init, nuts_sample = hmc(
+            potential_fn_gen=self._potential_gen, kinetic_fn=settings.pop("kinetic_fn"), algo="NUTS"
+        )
 
-        def draw(z: dict, key: jax.Array) -> jax.Array:
-            return self._draw(z, key, model_args, kwargs)
+        def start(key_start: Any, key_nuts: Any, key_draw: Any, params: Any) -> tuple:
+            if params is None:
+                params = initialize_model(
+                    key_start,
+                    self._summed_model,
+                    init_strategy=init_strategy,
+                    model_args=model_args,
+                    model_kwargs=kwargs,
+                ).param_info.z
+            dense_mass = settings["dense_mass"]
+            if isinstance(dense_mass, bool):  # NUTS's structural form: one block of every site
+                dense_mass = [tuple(sorted(params))] if dense_mass else []
+            hmc_state = nuts_init(
+                params,
+                num_warmup=num_warmup,
+                model_args=model_args,
+                model_kwargs=kwargs,
+                rng_key=key_nuts,
+                **{**settings, "dense_mass": dense_mass},
+            )
+            return hmc_state, self._draw(hmc_state.z, key_draw, model_args, kwargs)
 
-        site = jax.jit(jax.vmap(draw) if chains else draw)(hmc_state.z, key_draw)
+        # one compiled program for the start of every chain: NUTS's setup run op by op costs
+        # an XLA compilation per operation (about 3 s of an 8 s run on 1,000 mixture points).
+        # The data are constants of the program: nothing it leaves in NUTS's closures is traced
+        hmc_state, site = jax.jit(jax.vmap(start) if chains else start)(
+            key_start, key_nuts, key_draw, init_params
+        )
+        energy = np.asarray(hmc_state.potential_energy)
+        if not np.all(np.isfinite(energy)):
+            raise RuntimeError(
+                f"MarginalNUTS: the model with {plan.name!r} summed out has no finite log "
+                f"density at the start (potential energy {energy.tolist()}): give init_params "
+                "or another init_strategy."
+            )
+        self._nuts_sample = jax.vmap(nuts_sample, (0, None, None)) if chains else nuts_sample
         return MarginalNUTSState(
             {**hmc_state.z, plan.name: site}, hmc_state.diverging, hmc_state, key_next
         )
@@ -408,8 +477,8 @@ class MarginalNUTS(MCMCKernel):
     ) -> MarginalNUTSState:
         kwargs = {} if model_kwargs is None else model_kwargs
         plan = self._plan
-        assert plan is not None, "init first"
-        hmc_state = self._nuts.sample(state.hmc_state, model_args, kwargs)  # batched or not
+        assert plan is not None and self._nuts_sample is not None, "init first"
+        hmc_state = self._nuts_sample(state.hmc_state, model_args, kwargs)  # batched or not
 
         def draw(z: dict, key: jax.Array) -> tuple[jax.Array, jax.Array]:
             key_draw, key_next = jax.random.split(key)
@@ -424,15 +493,36 @@ class MarginalNUTS(MCMCKernel):
     def postprocess_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
         plan = self._plan
         assert plan is not None, "init first"
-        constrain = self._nuts.postprocess_fn(model_args, model_kwargs or {})
+        kwargs = {} if model_kwargs is None else model_kwargs
 
         def fn(z: dict) -> dict:
+            # the model at the drawn site: its deterministic sites see the draw
             continuous = {k: v for k, v in z.items() if k != plan.name}
-            out = dict(constrain(continuous))
-            out.pop(f"_{plan.name}_summed_out", None)
+            at_draw = handlers.condition(self._model, {plan.name: z[plan.name]})
+            out = constrain_fn(at_draw, model_args, kwargs, continuous, return_deterministic=True)
             return {**out, plan.name: z[plan.name]}
 
         return fn
+
+
+def _nuts_settings(options: dict) -> dict:
+    """NUTS's options (the names and defaults of :class:`numpyro.infer.NUTS`), with
+    ``options`` over the defaults; an unknown name is an error."""
+    parameters = inspect.signature(NUTS.__init__).parameters
+    defaults = {
+        name: p.default
+        for name, p in parameters.items()
+        if name not in ("self", "model", "potential_fn")
+    }
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise TypeError(
+            f"MarginalNUTS: unknown NUTS options {unknown}; NUTS takes {sorted(defaults)}."
+        )
+    settings = {**defaults, **options}
+    if isinstance(settings["step_size"], int):
+        settings["step_size"] = float(settings["step_size"])
+    return settings
 
 
 def _latent_values(model_trace: dict, skip: str) -> dict:

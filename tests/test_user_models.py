@@ -179,6 +179,55 @@ def test_change_point_answer_equals_quadrature_over_the_rates():
     np.testing.assert_allclose(got, entry.exact(data).mean, rtol=1e-4)  # Riemann sums
 
 
+@pytest.mark.parametrize("name, spike_scale", [("spike_slab", 0.0), ("ssvs", um.SSVS_SPIKE_SCALE)])
+def test_spike_and_slab_answers_equal_integrals_of_the_models_own_density(name, spike_scale):
+    """Given ``sigma`` the model's log density (NumPyro's) is a constant plus one term per
+    (indicator, coefficient) pair on the orthogonal design: each pair summed over its
+    indicator and integrated over its coefficient on a fine grid gives ``log p(y, sigma)``
+    and the conditional statistics, against :func:`slab_posterior`'s closed forms."""
+    entry = um.MODELS[name]
+    data = entry.data(4)
+    log_post, conditional = um.slab_posterior(data, spike_scale)
+    grid = np.linspace(-6.0, 6.0, 24001)  # 20 points per standard deviation of the spike
+    step = grid[1] - grid[0]
+    predictors = data[0].shape[1]
+
+    @jax.jit
+    def log_joint(gamma, beta, sigma):
+        values = {"gamma": gamma, "beta": beta, "sigma": sigma}
+        return jax.vmap(
+            lambda v: log_density(entry.model, data, {}, v)[0],
+            ({"gamma": 0, "beta": 0, "sigma": None},),
+        )(values)
+
+    sigmas = np.array([0.6, 1.0, 1.5])
+    log_marginal, statistics = [], []
+    for sigma in sigmas:
+        zero = np.zeros((1, predictors))
+        base = float(log_joint(zero.astype(np.int32), zero, jnp.float32(sigma))[0])
+        total, p_on, mean = base, [], 0.0
+        for j in range(predictors):
+            gamma = np.zeros((2 * grid.size, predictors), np.int32)
+            gamma[grid.size :, j] = 1
+            beta = np.zeros((2 * grid.size, predictors))
+            beta[:, j] = np.tile(grid, 2)
+            weights = np.exp(
+                np.asarray(log_joint(gamma, beta, jnp.float32(sigma)), np.float64) - base
+            )
+            weights = weights.reshape(2, grid.size) * step
+            total += np.log(weights.sum())
+            p_on.append(weights[1].sum() / weights.sum())
+            if j == 0:  # the first coefficient's mean (times its indicator for a zero spike)
+                on_only = spike_scale == 0.0
+                mean = ((weights[1] if on_only else weights.sum(0)) @ grid) / weights.sum()
+        log_marginal.append(total)
+        statistics.append([*p_on[:4], sum(p_on), sigma, mean])
+    t = np.log(sigmas)[:, None]
+    offsets = np.asarray(log_marginal) + t[:, 0] - log_post(t)  # log_post has the Jacobian
+    np.testing.assert_allclose(offsets - offsets[0], 0.0, atol=1e-3)
+    np.testing.assert_allclose(np.asarray(statistics), conditional(t), rtol=1e-3, atol=1e-4)
+
+
 @pytest.mark.slow
 def test_a_finer_grid_changes_nothing():
     entry = um.MODELS["occupancy"]

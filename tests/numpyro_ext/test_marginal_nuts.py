@@ -262,3 +262,34 @@ def test_marginal_nuts_matches_the_exact_posterior(chain_method):
     stats = np.concatenate([z, mu[..., None], mu[..., None] ** 2], -1)
     mean_z, mean_mu, second_mu = plate_model_exact(Y, W, PRIOR)
     assert_mc_close(stats, np.concatenate([mean_z, [mean_mu, second_mu]]))
+
+
+def test_nuts_options_are_checked_by_name_and_reach_nuts():
+    with pytest.raises(TypeError, match="unknown NUTS options \\['max_depth'\\]"):
+        nx.MarginalNUTS(plate_model, max_depth=3)
+    kernel = nx.MarginalNUTS(plate_model, max_tree_depth=1, dense_mass=True)
+    mcmc = MCMC(kernel, num_warmup=20, num_samples=30, progress_bar=False)
+    mcmc.run(jax.random.key(0), Y, extra_fields=("hmc_state.num_steps",))
+    assert int(mcmc.get_extra_fields()["hmc_state.num_steps"].max()) <= 1
+    assert mcmc.last_state.hmc_state.adapt_state.inverse_mass_matrix[("mu",)].shape == (1, 1)
+
+
+def test_a_start_without_finite_density_is_refused():
+    mcmc = MCMC(nx.MarginalNUTS(plate_model), num_warmup=5, num_samples=5, progress_bar=False)
+    with pytest.raises(RuntimeError, match="'z' summed out has no finite log density"):
+        mcmc.run(jax.random.key(0), Y, init_params={"mu": jnp.asarray(jnp.nan)})
+
+
+def test_deterministic_sites_see_the_drawn_site():
+    def counted(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+        with numpyro.plate("rows", 3):
+            z = numpyro.sample("z", dist.Bernoulli(PRIOR))
+            numpyro.sample("y", dist.Normal(mu + jnp.asarray(W) * z, 1.0), obs=y)
+        numpyro.deterministic("count", z.sum())
+
+    mcmc = MCMC(nx.MarginalNUTS(counted), num_warmup=50, num_samples=200, progress_bar=False)
+    mcmc.run(jax.random.key(1), Y)
+    samples = mcmc.get_samples()
+    assert np.asarray(samples["count"]).std() > 0
+    np.testing.assert_array_equal(samples["count"], samples["z"].sum(-1))
