@@ -8,7 +8,8 @@ chain_block`), each chain in its own ``pyro.infer.MCMC`` from its own seed
 the number of processes; the draws and statistics are gathered once at the end into one ArviZ
 result. :func:`train` is data-parallel training of an energy: every process takes its share
 of the batch and of the chains, the gradients are averaged over the processes in every step
-(all-reduce), and the parameters stay the same in every process.
+(all-reduce), and the parameters stay the same in every process (CD and PCD: those of the
+one-process run).
 """
 
 from __future__ import annotations
@@ -149,6 +150,13 @@ def _share(total: int, option: str, size: int) -> int:
     return total // size
 
 
+def _gather_rows(values: torch.Tensor) -> torch.Tensor:
+    """Every process's ``values`` (n, ...) joined along the first axis, in rank order."""
+    blocks = [torch.empty_like(values) for _ in range(rank_and_size()[1])]
+    dist.all_gather(blocks, values.contiguous())
+    return torch.cat(blocks)
+
+
 def train(
     energy: nn.Module,
     data: Any,
@@ -163,11 +171,15 @@ def train(
     """:func:`pyro_ext.ebm.train` data-parallel over the processes (call it in every
     process with the same arguments).
 
-    Every process starts from process 0's parameters, takes ``batch_size / processes`` data
-    points and (PCD) ``num_chains / processes`` chains per step, from its own random stream
-    (seeded from ``seed``); each step's gradients are averaged over the processes before the
-    optimiser's update, so the parameters stay the same everywhere. One process:
-    ``pyro_ext.ebm.train`` from ``chain_seeds(seed, 1)[0]``.
+    Every process starts from process 0's parameters and steps its block of ``batch_size /
+    processes`` data points and (PCD) ``num_chains / processes`` chains; each step's gradients
+    are averaged over the processes before the optimiser's update, so the parameters stay the
+    same everywhere. CD and PCD (any sampler) make the one-process run with the same seed,
+    within float tolerance: every process draws the random numbers of all rows from the run's
+    stream and keeps its block (:class:`pyro_ext.ebm.Rows`), and ACS's re-tuning takes its
+    medians over every process's chains. UCD steps each pair until it meets, so its processes
+    draw from streams of their own (``chain_seeds(seed, processes)[rank]``): one step is the
+    mean of the processes' own steps, not the one-process step.
 
     Parameters
     ----------
@@ -175,7 +187,8 @@ def train(
         As for :func:`pyro_ext.ebm.train`; ``batch_size`` and PCD's ``num_chains`` are the
         whole run's and must divide by the number of processes.
     seed : int
-        The run's seed.
+        The run's seed (the one-process run: ``torch.manual_seed(chain_seeds(seed, 1)[0])``
+        then ``pyro_ext.ebm.train``).
 
     Returns
     -------
@@ -189,7 +202,12 @@ def train(
         method = dataclasses.replace(
             method, num_chains=_share(method.num_chains, "num_chains", size)
         )
-    torch.manual_seed(chain_seeds(seed, size)[rank])
+    if isinstance(method, ebm.UCD):
+        torch.manual_seed(chain_seeds(seed, size)[rank])
+        rows = ebm.ONE_PROCESS
+    else:
+        torch.manual_seed(chain_seeds(seed, 1)[0])
+        rows = ebm.Rows(rank, size, _gather_rows if size > 1 else None)
     parameters = [p for p in energy.parameters() if p.requires_grad]
     hooks = []
     if size > 1:
@@ -211,6 +229,7 @@ def train(
             method=method,
             num_steps=num_steps,
             batch_size=local_batch,
+            rows=rows,
             **kwargs,
         )
     finally:

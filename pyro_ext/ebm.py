@@ -13,7 +13,9 @@ block Gibbs chains of an RBM or coupled DMALA chains of any energy.
 
 Randomness comes from torch's global generator (seed it with ``torch.manual_seed``); its state
 is part of the returned :class:`EBMResult`, so ``train(..., resume=result)`` continues bit for
-bit.
+bit. Every random number belongs to one row (a data point or a chain) and is drawn in row order,
+which lets :func:`pyro_ext.distributed.train` split the rows over processes and still make the
+one-process run (:class:`Rows`).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ __all__ = [
     "EBMResult",
     "IsingEnergy",
     "MLPEnergy",
+    "Rows",
     "train",
 ]
 
@@ -123,6 +126,42 @@ class MLPEnergy(nn.Module):
         return h.squeeze(-1)
 
 
+class Rows(NamedTuple):
+    """Which rows (data points of a batch, chains) of a run this process steps.
+
+    Every process draws the random numbers of *all* rows from the same stream, in row order,
+    and keeps those of its own block ``[rank * n / size, (rank + 1) * n / size)``: the rows'
+    numbers, and so the run, are those of one process (the draws cost little next to the energy
+    evaluations). The default is the whole run in one process.
+
+    - **rank**, **size** - this process's block and the number of blocks;
+    - **gather** - joins a (n / size, ...) tensor of every process into (n, ...), in rank
+      order (``None``: one process).
+    """
+
+    rank: int = 0
+    size: int = 1
+    gather: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+    def total(self, local: int) -> int:
+        """Rows of the whole run for ``local`` rows of this process."""
+        return local * self.size
+
+    def keep(self, values: torch.Tensor) -> torch.Tensor:
+        """This process's block of ``values`` (n, ...) drawn for every row."""
+        if self.size == 1:
+            return values
+        share = values.shape[0] // self.size
+        return values[self.rank * share : (self.rank + 1) * share]
+
+    def join(self, values: torch.Tensor) -> torch.Tensor:
+        """Every process's rows of ``values`` (n / size, ...), in rank order."""
+        return values if self.gather is None else self.gather(values)
+
+
+ONE_PROCESS = Rows()
+
+
 class EBMResult(NamedTuple):
     """What :func:`train` returns (the energy module is trained in place).
 
@@ -157,23 +196,24 @@ def _sampler_of(method: Any, energy: nn.Module) -> Any:
     return sampler
 
 
-def _block_gibbs(energy: RBM, x: torch.Tensor, num_steps: int) -> torch.Tensor:
+def _block_gibbs(energy: RBM, x: torch.Tensor, num_steps: int, rows: Rows) -> torch.Tensor:
     params = energy.rbm_params()
     num_hidden = params.weights.shape[1]
+    chains, dim = rows.total(x.shape[0]), x.shape[1]
     for _ in range(num_steps):
-        x = core.rbm_visible_sweep(
-            params, x, torch.rand(x.shape[0], num_hidden, device=x.device), torch.rand_like(x)
-        )
+        u_hidden = rows.keep(torch.rand(chains, num_hidden, device=x.device))
+        u_visible = rows.keep(torch.rand(chains, dim, dtype=x.dtype, device=x.device))
+        x = core.rbm_visible_sweep(params, x, u_hidden, u_visible)
     return x
 
 
-def _site_gibbs(energy: nn.Module, x: torch.Tensor, num_steps: int) -> torch.Tensor:
-    chains, dim = x.shape
+def _site_gibbs(energy: nn.Module, x: torch.Tensor, num_steps: int, rows: Rows) -> torch.Tensor:
+    chains, dim = rows.total(x.shape[0]), x.shape[1]
     for _ in range(num_steps):
-        index = torch.randint(0, dim, (chains,), device=x.device)
+        index = rows.keep(torch.randint(0, dim, (chains,), device=x.device))
         log_density_zero = -energy(core.with_coordinate(x, index, 0.0))
         log_density_one = -energy(core.with_coordinate(x, index, 1.0))
-        uniform = torch.rand(chains, device=x.device)
+        uniform = rows.keep(torch.rand(chains, device=x.device))
         x = core.site_gibbs_update(x, index, log_density_zero, log_density_one, uniform)
     return x
 
@@ -185,15 +225,17 @@ def _kernel_steps(
     num_steps: int,
     schedule: Callable | None = None,
     num_warmup: int = 0,
+    rows: Rows = ONE_PROCESS,
 ):
     """``num_steps`` steps of ``kernel``'s spec on each chain of ``x`` (C, d), all chains at
     once: the spec's one-chain step (and its adaptation) is vectorised over the chains with
     ``torch.func.vmap`` and the energy's input gradient taken with ``torch.func``. Returns
     ``(x, mean accept_prob, adaptation states)`` (the states batched over the chains).
     ``schedule(i) -> StepParameters`` replaces the spec's parameters (and its adaptation);
-    ``num_warmup`` is passed to the spec's adaptation."""
+    ``num_warmup`` is passed to the spec's adaptation; ``rows``: the chains of ``x`` are this
+    process's block of the run's (their noise is drawn for every chain and the block kept)."""
     spec = kernel.spec
-    chains, dim = x.shape
+    chains, dim = rows.total(x.shape[0]), x.shape[1]
     sites = Sites(("x",), (dk.Binary(),), (False,))
     spec.check_sites(sites, dim)
     like = torch.ones((), dtype=x.dtype, device=x.device)
@@ -213,14 +255,16 @@ def _kernel_steps(
 
     # every step's noise, drawn at once: (C, num_steps, ...) per uniform leaf
     sizes = [math.prod(shape) for shape in shapes.uniforms]
-    flat = torch.rand(chains, num_steps, sum(sizes) + 1, dtype=x.dtype, device=x.device)
+    flat = rows.keep(torch.rand(chains, num_steps, sum(sizes) + 1, dtype=x.dtype, device=x.device))
     uniforms = tuple(
-        u.reshape(chains, num_steps, *shape)
+        u.reshape(x.shape[0], num_steps, *shape)
         for u, shape in zip(flat[..., :-1].split(sizes, dim=-1), shapes.uniforms)
     )
     normals = None
     if shapes.num_normals:
-        normals = torch.randn(chains, num_steps, shapes.num_normals, dtype=x.dtype, device=x.device)
+        normals = rows.keep(
+            torch.randn(chains, num_steps, shapes.num_normals, dtype=x.dtype, device=x.device)
+        )
 
     def one_chain(chain_x, chain_uniforms, chain_accept, chain_normals):
         adapt = start_phases(phases, spec.adapt_init(like, num_warmup, sites, dim, PYTHON_CONTROL))
@@ -250,23 +294,36 @@ def _kernel_steps(
     return xs.to(x.dtype), accept.mean(), adapts
 
 
-def _acs_pcd_steps(kernel: DiscreteKernel, energy: nn.Module, state: ACSPCDState, num_steps: int):
+def _acs_pcd_steps(
+    kernel: DiscreteKernel,
+    energy: nn.Module,
+    state: ACSPCDState,
+    num_steps: int,
+    rows: Rows,
+):
     """PCD's negative phase with ACS (App. B, Alg. 6), as ``numpyro_ext.ebm``: the schedule's
     steps, or on a re-tuning iteration the kernel's tuning run on each chain (medians of its
-    estimates set the cycle). Returns ``(samples, mean accept_prob, new state)``."""
+    estimates over every process's chains set the cycle). Returns ``(samples, mean
+    accept_prob, new state)``."""
     schedule = kernel.spec.pcd_schedule()
     alpha_max, alpha_min = state.alpha_max, state.alpha_min
     device = state.buffer.device
     if schedule.tunes and bool(schedule.retunes(state.iteration)):
         tuning = schedule.tuning_steps
-        samples, accept, adapts = _kernel_steps(kernel, energy, state.buffer, tuning, None, tuning)
-        alpha_max, alpha_min = schedule.tuned_bounds(adapts.alpha_max, adapts.alpha_min)
+        samples, accept, adapts = _kernel_steps(
+            kernel, energy, state.buffer, tuning, None, tuning, rows
+        )
+        alpha_max, alpha_min = schedule.tuned_bounds(
+            rows.join(adapts.alpha_max), rows.join(adapts.alpha_min)
+        )
     else:
 
         def step_parameters(i: int):
             return schedule.parameters(state, torch.tensor(i, device=device))
 
-        samples, accept, _ = _kernel_steps(kernel, energy, state.buffer, num_steps, step_parameters)
+        samples, accept, _ = _kernel_steps(
+            kernel, energy, state.buffer, num_steps, step_parameters, rows=rows
+        )
     return samples, accept, ACSPCDState(samples, state.iteration + 1, alpha_max, alpha_min)
 
 
@@ -491,12 +548,20 @@ def train(
     eval_every: int = 100,
     progress_bar: bool = True,
     resume: EBMResult | None = None,
+    rows: Rows = ONE_PROCESS,
 ) -> EBMResult:
     """Train ``energy`` (in place) on binary ``data`` (N, d) by ``method``; options as
-    :func:`numpyro_ext.ebm.train` (``evaluate(energy)`` instead of ``evaluate(params)``)."""
+    :func:`numpyro_ext.ebm.train` (``evaluate(energy)`` instead of ``evaluate(params)``).
+    ``rows`` is for :func:`pyro_ext.distributed.train`: ``batch_size`` and PCD's ``num_chains``
+    are then this process's block of the run's (:class:`Rows`; not with UCD)."""
     from tqdm.auto import trange
 
     check_method(method)
+    if rows.size > 1 and isinstance(method, UCD):
+        raise ValueError(
+            "train: UCD cannot split one run's rows over processes (each pair's coupled steps "
+            "run until it meets); run each process from its own stream (rows left out)."
+        )
     num_steps = check_int("train", "num_steps", num_steps, minimum=0)
     batch_size = check_int("train", "batch_size", batch_size, minimum=1)
     # the data go where the energy's parameters are, in their floating dtype
@@ -533,7 +598,8 @@ def train(
     else:
         buffer = None
         if isinstance(method, PCD):
-            buffer = data[torch.randint(0, num_data, (num_chains,), device=data.device)]
+            start_rows = torch.randint(0, num_data, (rows.total(num_chains),), device=data.device)
+            buffer = data[rows.keep(start_rows)]
             if acs_schedule:
                 buffer = sampler.spec.pcd_schedule().init(buffer)  # type: ignore[union-attr]
         done, history = 0, {}
@@ -541,7 +607,8 @@ def train(
     objective = math.nan
     bar = trange(num_steps, disable=not progress_bar, desc="EBM")
     for i in bar:
-        batch = data[torch.randint(0, num_data, (batch_size,), device=data.device)]
+        picked = torch.randint(0, num_data, (rows.total(batch_size),), device=data.device)
+        batch = data[rows.keep(picked)]
         info: dict = {"accept_prob": math.nan}
         if isinstance(method, UCD):
             negative, ucd_info = _ucd_negative(method, energy, batch)
@@ -550,24 +617,29 @@ def train(
             if isinstance(method, CD):
                 start, steps = batch, method.k
             else:
-                restart = torch.rand(num_chains, device=data.device) < method.reinit_prob
-                fresh = data[torch.randint(0, num_data, (num_chains,), device=data.device)]
+                all_chains = rows.total(num_chains)
+                restart = rows.keep(torch.rand(all_chains, device=data.device))
+                restart = restart < method.reinit_prob
+                fresh_rows = torch.randint(0, num_data, (all_chains,), device=data.device)
+                fresh = data[rows.keep(fresh_rows)]
                 chains = buffer.buffer if acs_schedule else buffer
                 start, steps = torch.where(restart[:, None], fresh, chains), method.steps
             if acs_schedule:
                 assert isinstance(sampler, DiscreteKernel)
                 samples, info["accept_prob"], buffer = _acs_pcd_steps(
-                    sampler, energy, buffer._replace(buffer=start), steps
+                    sampler, energy, buffer._replace(buffer=start), steps, rows
                 )
             elif isinstance(sampler, BlockGibbs):
                 with torch.no_grad():
-                    samples = _block_gibbs(energy, start, steps)  # type: ignore[arg-type]
+                    samples = _block_gibbs(energy, start, steps, rows)  # type: ignore[arg-type]
             elif isinstance(sampler, SiteGibbs):
                 with torch.no_grad():
-                    samples = _site_gibbs(energy, start, steps)
+                    samples = _site_gibbs(energy, start, steps, rows)
             else:
                 assert isinstance(sampler, DiscreteKernel)
-                samples, info["accept_prob"], _ = _kernel_steps(sampler, energy, start, steps)
+                samples, info["accept_prob"], _ = _kernel_steps(
+                    sampler, energy, start, steps, rows=rows
+                )
             if isinstance(method, PCD) and not acs_schedule:
                 buffer = samples
             negative = energy(samples.detach()).mean()
