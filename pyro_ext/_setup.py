@@ -32,12 +32,14 @@ from ._target import (
     LeafSpec,
     check_model_trace,
     integer_bounds,
+    latent_in_plates,
     leaf_specs_for_model,
     leaf_specs_for_potential,
     make_local_fn,
     model_log_density,
     plate_table,
     potential_log_density,
+    subsample_plates,
     to_internal,
     to_user,
     trace_model,
@@ -58,6 +60,8 @@ class SiteSetup:
     - **like** - a float scalar of the model's dtype and device.
     - **element_terms** - per plate-mode leaf (by index), ``values -> g``: its per-coordinate
       terms (:func:`pyro_ext._plates.element_terms_fn`).
+    - **minibatch** - the model's subsampling plates: every evaluation of the log density
+      (one trace of the model) sees a new minibatch, scaled by Pyro.
     """
 
     leaves: tuple[LeafSpec, ...]
@@ -67,6 +71,7 @@ class SiteSetup:
     chain: ChainState
     like: torch.Tensor
     element_terms: dict = field(default_factory=dict)
+    minibatch: tuple = ()
 
     @property
     def names(self) -> list:
@@ -124,6 +129,7 @@ def _finish(
     element_terms: dict | None = None,
     drawn: frozenset = frozenset(),
     diagnose: Callable[[dict], list[str]] | None = None,
+    minibatch: tuple = (),
 ) -> SiteSetup:
     """The setup with the sampler's checks (before the first table is evaluated), the chain
     at the start (its log density checked: ``drawn`` names the sites whose start values were
@@ -153,7 +159,7 @@ def _finish(
         lambda v: torch.as_tensor(v, dtype=like.dtype, device=like.device),
     )
     sites = Sites.from_leaves(leaves, preconditioner, shapes)
-    return SiteSetup(leaves, sites, start, log_density, chain, like, element_terms)
+    return SiteSetup(leaves, sites, start, log_density, chain, like, element_terms, minibatch)
 
 
 def setup_potential(
@@ -210,6 +216,17 @@ def setup_model(
     check_model_trace(owner, model_trace)
     leaves = leaf_specs_for_model(owner, model_trace, options.exact_names)
     leaves = site_rules.with_windows(owner, leaves, options.window)
+    minibatch = subsample_plates(model_trace)
+    if minibatch:
+        site_rules.check_minibatch(
+            owner,
+            sampler.minibatch_refusal(),
+            minibatch,
+            leaves,
+            options.exact_names,
+            latent_in_plates(model_trace, minibatch),
+            "remove subsample_size=",
+        )
     site_rules.check_windowed_sites(
         owner,
         sampler.windowed_domains,
@@ -231,7 +248,8 @@ def setup_model(
     _check_fixed_supports(model, leaves, model_trace, args, kwargs, conditioned)
     log_density = model_log_density(model, args, kwargs)
     structural = {s.name: plate_dims(model_trace.nodes[s.name]) for s in leaves}
-    if options.auto_exact and sampler.auto_exact:
+    # with a minibatch: no automatic switch (it compares log densities)
+    if options.auto_exact and sampler.auto_exact and not minibatch:
         plate_sites = {name for name, (_, reason) in structural.items() if reason is None}
         leaves = _switch_badly_estimated_sites(
             owner, leaves, start, model, args, kwargs, plate_sites
@@ -261,6 +279,7 @@ def setup_model(
         element_terms,
         drawn,
         lambda values: nonfinite_terms(model, args, kwargs, values),
+        minibatch,
     )
 
 

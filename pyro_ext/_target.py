@@ -26,6 +26,7 @@ from discrete_kernels.sites import (
     ONE_HOT_GRADIENT,
     PLATE,
     LeafSpec,
+    SubsamplePlate,
     single_site_substitutions,
     table_from_element_terms,
 )
@@ -40,25 +41,43 @@ SUPPORTED = (
 
 
 def check_model_trace(kernel_name: str, model_trace) -> None:
-    """Refuse what these kernels cannot sample correctly: subsampling plates (each call would
-    see another subsample) and sites marked for parallel enumeration."""
+    """Refuse what these kernels cannot sample correctly: sites marked for parallel
+    enumeration (subsampling plates: :func:`subsample_plates`, checked by the sampler)."""
     for name, site in model_trace.nodes.items():
-        if site["type"] != "sample":
+        if site["type"] != "sample" or site_is_subsample(site):
             continue
-        if site_is_subsample(site):
-            fn = site["fn"]
-            if getattr(fn, "subsample_size", None) is not None and fn.subsample_size < fn.size:
-                raise ValueError(
-                    f"{kernel_name}: plate {name!r} subsamples {fn.subsample_size} of {fn.size} "
-                    "entries; MCMC needs the full data (the draws would change with the "
-                    "subsample at every call). Remove subsample_size."
-                )
-        elif not site["is_observed"] and site["infer"].get("enumerate") == "parallel":
+        if not site["is_observed"] and site["infer"].get("enumerate") == "parallel":
             raise ValueError(
                 f"{kernel_name}: site {name!r} is marked infer={{'enumerate': 'parallel'}}; "
                 "these kernels sample discrete sites instead of enumerating them. Remove the "
                 "mark to sample it, or sum it out in the model."
             )
+
+
+def subsample_plates(model_trace) -> tuple[SubsamplePlate, ...]:
+    """The plates of a traced model that draw a minibatch (``subsample_size < size``): Pyro
+    draws a new one at every trace of the model and scales the terms inside by ``N / b``."""
+    out = []
+    for name, site in model_trace.nodes.items():
+        if site["type"] != "sample" or not site_is_subsample(site):
+            continue
+        size = getattr(site["fn"], "size", None)
+        subsample_size = getattr(site["fn"], "subsample_size", None)
+        if size is not None and subsample_size is not None and subsample_size < size:
+            out.append(SubsamplePlate(name, int(size), int(subsample_size)))
+    return tuple(out)
+
+
+def latent_in_plates(model_trace, plates: Sequence[SubsamplePlate]) -> dict[str, str]:
+    """``{site: plate}`` for the latent sites inside one of ``plates``."""
+    names = {p.name for p in plates}
+    out = {}
+    for name in latent_sites(model_trace):
+        for frame in model_trace.nodes[name]["cond_indep_stack"]:
+            if frame.name in names:
+                out[name] = frame.name
+                break
+    return out
 
 
 def integer_bounds(site: dict) -> tuple[Any, Any] | None:

@@ -176,6 +176,7 @@ class DiscreteKernel(MCMCKernel):
             and self._spec.auto_exact
             and self._spec.uses_locals
             and self._warmup_steps >= checks.MIN_WARMUP_FOR_FROZEN_CHECK
+            and not setup.minibatch  # the check compares log densities
         )
         check = WarmupCheck(self._name, setup.leaves, setup.chain, self._warmup_steps)
         self._check = check if watch and check else None

@@ -16,19 +16,30 @@ import numpyro.distributions as dist
 import pytest
 from numpyro.handlers import scale, seed, substitute, trace
 from numpyro.infer import MCMC
-from scipy import special, stats
 
 import numpyro_ext as nx
 from discrete_kernels.sites import SubsamplePlate
 from numpyro_ext import _setup
 from numpyro_ext.driver import minibatch_key
+from tests.sg_theory import (
+    BATCH,
+    FEATURES,
+    LABELS,
+    LOADINGS,
+    N_ROWS,
+    ROWS,
+    SITES,
+    STEP,
+    TARGETS,
+    B,
+    D,
+    by_hand,
+    dula_theory,
+    exact_means,
+    z_scores,
+)
 
 # ---------------------------------------------------------------- a tiny regression
-
-N_ROWS, BATCH, D = 12, 4, 3
-_rng = np.random.default_rng(0)
-FEATURES = _rng.normal(size=(N_ROWS, D))
-TARGETS = _rng.normal(size=N_ROWS)
 
 
 def regression(x, y, subsample_size=BATCH):
@@ -36,16 +47,6 @@ def regression(x, y, subsample_size=BATCH):
     w = numpyro.sample("w", dist.Bernoulli(0.5).expand([D]).to_event(1))
     with numpyro.plate("data", N_ROWS, subsample_size=subsample_size) as idx:
         numpyro.sample("y", dist.Normal(x[idx] @ w, 1.0), obs=y[idx])
-
-
-def by_hand(w: np.ndarray, rows: tuple) -> tuple[float, np.ndarray]:
-    """Log density and its gradient in ``w`` on ``rows``, the likelihood scaled by ``N / b``
-    (the Bernoulli(1/2) prior has a constant log density and gradient 0)."""
-    x, y = FEATURES[list(rows)], TARGETS[list(rows)]
-    r = y - x @ w
-    factor = N_ROWS / len(rows)
-    f = D * np.log(0.5) + factor * np.sum(stats.norm.logpdf(r))
-    return f, factor * x.T @ r
 
 
 def test_each_step_draws_a_new_minibatch_and_uses_its_scaled_gradient():
@@ -150,15 +151,6 @@ def test_latent_site_inside_a_subsampling_plate_is_refused():
 
 # ---------------------------------------------------------------- statistics
 
-ROWS, SITES, B = 200, 4, 50
-STEP = 0.15
-_data = np.random.default_rng(1)
-LOADINGS = _data.uniform(0.02, 0.15, size=(ROWS, SITES))
-TRUTH = np.array([1, 0, 1, 1])
-LABELS = (_data.uniform(size=(ROWS, SITES)) < special.expit(LOADINGS * (2 * TRUTH - 1))).astype(
-    np.float32
-)
-
 
 def independent(a, y, subsample_size=B):
     """Four independent binary sites; site ``j`` explains column ``j`` of 200 rows by
@@ -166,48 +158,6 @@ def independent(a, y, subsample_size=B):
     w = numpyro.sample("w", dist.Bernoulli(0.5).expand([SITES]).to_event(1))
     with numpyro.plate("rows", ROWS, subsample_size=subsample_size) as idx:
         numpyro.sample("y", dist.Bernoulli(logits=a[idx] * (2 * w - 1)).to_event(1), obs=y[idx])
-
-
-def _row_gradients(w: float) -> np.ndarray:
-    """Per row and site, the gradient in ``w_j`` of the row's log likelihood at ``w_j = w``."""
-    logit = LOADINGS * (2 * w - 1)
-    return 2 * LOADINGS * (LABELS - special.expit(logit))  # (ROWS, SITES)
-
-
-def _stationary(flip01: np.ndarray, flip10: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A two-state chain per site: ``P(w = 1)`` and the lag-one autocorrelation."""
-    return flip01 / (flip01 + flip10), 1.0 - flip01 - flip10
-
-
-def exact_means() -> np.ndarray:
-    """Posterior ``P(w_j = 1)``: the sites are independent a posteriori."""
-    log_lik = [
-        np.sum(stats.bernoulli.logpmf(LABELS, special.expit(LOADINGS * s)), axis=0) for s in (-1, 1)
-    ]
-    return special.expit(log_lik[1] - log_lik[0])
-
-
-def dula_theory(batch: int | None, factor: float | None = None) -> tuple:
-    """Stationary ``P(w_j = 1)`` of (SG-)DULA at :data:`STEP` and its lag-one autocorrelation.
-
-    On independent sites each coordinate of DULA is a two-state chain: from ``w`` it flips
-    with probability ``sigmoid(g(w) (1 - 2w) / 2 - 1 / (2 alpha))``. With minibatches the
-    gradient at the current state comes from a minibatch drawn independently of it (the
-    previous step's), so the flip probability is the average over minibatches (here over
-    40 000 of them, fixed seed).
-    """
-    per_row = {w: _row_gradients(w) for w in (0, 1)}
-    if batch is None:
-        grads = {w: per_row[w].sum(0)[None] for w in (0, 1)}
-    else:
-        rng = np.random.default_rng(2)
-        rows = np.argsort(rng.uniform(size=(40_000, ROWS)), axis=1)[:, :batch]
-        scale_ = ROWS / batch if factor is None else factor
-        grads = {w: scale_ * per_row[w][rows].sum(1) for w in (0, 1)}
-    c = 1.0 / (2 * STEP)
-    flip01 = special.expit(grads[0] / 2 - c).mean(0)
-    flip10 = special.expit(-grads[1] / 2 - c).mean(0)
-    return _stationary(flip01, flip10)
 
 
 def run_means(model, chains=16, samples=1200) -> np.ndarray:
@@ -221,13 +171,6 @@ def run_means(model, chains=16, samples=1200) -> np.ndarray:
     )
     mcmc.run(jax.random.key(0), jnp.asarray(LOADINGS), jnp.asarray(LABELS))
     return np.asarray(mcmc.get_samples()["w"], dtype=np.float64).mean(0)
-
-
-def z_scores(mean: np.ndarray, theory: tuple, draws: int) -> np.ndarray:
-    """``(mean - p) / sd`` with the sd of a two-state chain's average over ``draws`` draws."""
-    p, rho = theory
-    sd = np.sqrt(p * (1 - p) * (1 + rho) / (1 - rho) / draws)
-    return (mean - p) / sd
 
 
 DRAWS = 16 * 1200
