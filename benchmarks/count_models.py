@@ -49,7 +49,7 @@ from scipy import special, stats
 import numpyro_ext as nx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write_section  # noqa: E402
+from _common import machine, write_section  # noqa: E402
 
 EXACT_BOUND = 2000
 TRUNCATED_MASS = 1e-9
@@ -221,6 +221,10 @@ def run_once(
         samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True)[m.site])
         times.append(time.perf_counter() - start)
     values = np.asarray(samples, np.float64).reshape(len(m.init), draws, -1)
+    # NumPyro compiles every run (every sequential chain) afresh and JAX keeps each program
+    # mapped: without this the benchmark's ~40 runs reach the kernel's limit of 65,530 memory
+    # maps ("LLVM compilation error: Cannot allocate memory")
+    jax.clear_caches()
     return values, times[1], times[0]
 
 
@@ -229,21 +233,86 @@ def measure(label: str, make: Callable, m: CountModel, draws: int, max_draws: in
         kernel, chain_method = make(m)
         values, total, overhead = run_once(kernel, chain_method, m, draws, seed=1)
         ess = np.asarray(effective_sample_size(values), np.float64)
-        if ess.min() >= ESS_TARGET or 2 * draws > max_draws:
+        # a coordinate that no chain ever moved has no ESS (NaN): it is counted apart
+        varied = np.isfinite(ess)
+        least = float(ess[varied].min()) if varied.any() else float("nan")
+        if least >= ESS_TARGET or 2 * draws > max_draws:
             break
         draws *= 2
     mean = values.mean(axis=(0, 1))
-    z = (mean - m.exact_mean) / (m.exact_sd / np.sqrt(ess))
+    z = (mean[varied] - m.exact_mean[varied]) / (m.exact_sd[varied] / np.sqrt(ess[varied]))
+    # never moved: the error of its mean in exact standard deviations
+    still = np.abs(mean[~varied] - m.exact_mean[~varied]) / m.exact_sd[~varied]
     return dict(
         sampler=label,
         draws=draws,
-        ess=float(ess.min()),
+        ess=least,
+        never_moved=int((~varied).sum()),
+        still_error=float(still.max()) if still.size else 0.0,
         total=total,
         seconds=max(total - overhead, 1e-3),
-        ess_per_s=float(ess.min()) / total,
-        sampling_ess_per_s=float(ess.min()) / max(total - overhead, 1e-3),
-        z=float(np.abs(z).max()),
+        ess_per_s=least / total,
+        sampling_ess_per_s=least / max(total - overhead, 1e-3),
+        z=float(np.abs(z).max()) if z.size else float("nan"),
     )
+
+
+#: a run shorter than this beyond its one-step twin has no usable sampling time
+MIN_SAMPLING_SECONDS = 1.0
+
+
+def sampling_cells(row: dict, base: dict) -> str:
+    """The sampling-time cells of a row (``-`` where the run took less than
+    :data:`MIN_SAMPLING_SECONDS` beyond its one-step twin: compilation varies more than that)."""
+
+    def usable(r: dict) -> bool:
+        return r["total"] - (r["total"] - r["seconds"]) >= MIN_SAMPLING_SECONDS
+
+    if not usable(row):
+        return "- | - | -"
+    ratio = (
+        f"{row['sampling_ess_per_s'] / base['sampling_ess_per_s']:.1f}x" if usable(base) else "-"
+    )
+    return f"{row['seconds']:.1f} | {row['sampling_ess_per_s']:.1f} | {ratio}"
+
+
+def model_lines(m: CountModel, rows: list[dict]) -> list[str]:
+    """The markdown block of one model: its description and a row per sampler (the first
+    row, the random walk, is the ratios' reference)."""
+    base = rows[0]
+    lines = [
+        f"**{m.name}**: {m.description}; exact posterior mean "
+        + (
+            f"{m.exact_mean[0]:.2f}, sd {m.exact_sd[0]:.2f}."
+            if m.exact_mean.size == 1
+            else f"{m.exact_mean.min():.2f} .. {m.exact_mean.max():.2f} over the "
+            f"{m.exact_mean.size} sites, sd up to {m.exact_sd.max():.2f}."
+        ),
+        "",
+        "| sampler | draws per chain | min ESS | seconds | ESS/s | ratio to random walk "
+        "| sampling s | ESS/s sampling | ratio | max abs z | never moved (error in sd) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['sampler']} | {r['draws']} | {r['ess']:.0f} | {r['total']:.1f} | "
+            f"{r['ess_per_s']:.1f} | {r['ess_per_s'] / base['ess_per_s']:.1f}x | "
+            f"{sampling_cells(r, base)} | {r['z']:.2f} | "
+            f"{r['never_moved']} ({r['still_error']:.3f}) |"
+        )
+    return lines + [""]
+
+
+def rows_from_log(path: str) -> dict[str, list[dict]]:
+    """The rows a run printed (``model name {row}`` per line), by model name."""
+    import ast
+
+    out: dict[str, list[dict]] = {}
+    for line in Path(path).read_text().splitlines():
+        if " {'sampler'" in line:
+            name, row = line.split(" {", 1)
+            out.setdefault(name, []).append(ast.literal_eval("{" + row))
+    return out
 
 
 def main() -> None:
@@ -252,8 +321,20 @@ def main() -> None:
     parser.add_argument("--windows", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--draws", type=int, default=1000, help="first draws per chain")
     parser.add_argument("--max-draws", type=int, default=64000)
+    parser.add_argument("--models", nargs="+", default=None, help="model names (default all)")
+    parser.add_argument(
+        "--rows-from",
+        nargs=2,
+        metavar=("LOG", "COMMAND"),
+        default=None,
+        help="rewrite the section from the rows a full run printed (its saved output) and "
+        "the command that run was",
+    )
     args = parser.parse_args()
     draws, max_draws = (50, 50) if args.quick else (args.draws, args.max_draws)
+    logged = rows_from_log(args.rows_from[0]) if args.rows_from else None
+    if logged:
+        max_draws = max(r["draws"] for rows in logged.values() for r in rows)
     lines = [
         "## Count latents: DMALA's window proposal against DiscreteHMCGibbs",
         "",
@@ -267,43 +348,38 @@ def main() -> None:
         f"ESS over the latent coordinates reaches {ESS_TARGET} (or {max_draws} draws per "
         "chain). Seconds: the run's wall time, compilation included; sampling s: the same "
         "less the wall time of a run of one warmup step and one draw (compilation and "
-        "per-run overhead). `|z|`: the largest over the coordinates of the posterior "
+        f"per-run overhead; `-` where that leaves under {MIN_SAMPLING_SECONDS:g} s). `|z|`: "
+        "the largest over the coordinates of the posterior "
         "mean's error against the exact mean (a sum over the counts), in ESS-based standard "
-        "errors.",
+        "errors. Min ESS and `|z|` are over the coordinates some chain moved; a coordinate no "
+        "chain moved after its start has no ESS and is counted under 'never moved', with "
+        "the largest error of such a mean in exact posterior standard deviations (a site "
+        "with no detection sits at 0 with posterior probability 0.998).",
         "",
     ]
     for m in benchmark_models(args.quick):
-        rows = []
-        for label, make in samplers(args.windows).items():
-            row = measure(label, make, m, draws, max_draws)
-            rows.append(row)
-            print(m.name, row, flush=True)
-        base, base_sampling = rows[0]["ess_per_s"], rows[0]["sampling_ess_per_s"]
-        lines += [
-            f"**{m.name}**: {m.description}; exact posterior mean "
-            + (
-                f"{m.exact_mean[0]:.2f}, sd {m.exact_sd[0]:.2f}."
-                if m.exact_mean.size == 1
-                else f"{m.exact_mean.min():.2f} .. {m.exact_mean.max():.2f} over the "
-                f"{m.exact_mean.size} sites, sd up to {m.exact_sd.max():.2f}."
-            ),
-            "",
-            "| sampler | draws per chain | min ESS | seconds | ESS/s | ratio to random walk "
-            "| sampling s | ESS/s sampling | ratio | max abs z |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        for r in rows:
-            lines.append(
-                f"| {r['sampler']} | {r['draws']} | {r['ess']:.0f} | {r['total']:.1f} | "
-                f"{r['ess_per_s']:.1f} | {r['ess_per_s'] / base:.1f}x | {r['seconds']:.1f} | "
-                f"{r['sampling_ess_per_s']:.1f} | "
-                f"{r['sampling_ess_per_s'] / base_sampling:.1f}x | {r['z']:.2f} |"
-            )
-        lines.append("")
+        if args.models is not None and m.name not in args.models:
+            continue
+        if logged is not None:
+            rows = logged[m.name]
+        else:
+            rows = []
+            for label, make in samplers(args.windows).items():
+                row = measure(label, make, m, draws, max_draws)
+                rows.append(row)
+                print(m.name, row, flush=True)
+        lines += model_lines(m, rows)
     text = "\n".join(lines).rstrip()
     print(text)
-    if not args.quick:
+    if not args.quick and logged is None:
         write_section("count_models", text)
+    elif logged is not None:
+        head, rest = text.split("\n", 1)
+        origin = (
+            f"Command: `{args.rows_from[1]}` (the table rewritten from its printed rows by "
+            f"`--rows-from`); {machine()}.\n"
+        )
+        write_section("count_models", f"{head}\n\n{origin}{rest}", header=False)
 
 
 if __name__ == "__main__":
