@@ -151,7 +151,7 @@ def main() -> None:
     }
     # the same steps for all from the same start, warmup included: ACS tunes its cycle, AB
     # its (sigma, alpha) and DMALA its step size in the first num_warmup steps
-    num_warmup = dk.samplers.acs_schedule.tuning_steps(kernels["ACS"].config)
+    num_warmup = dk.samplers.acs_schedule.tuning_steps(kernels["ACS"].spec.config)
     checkpoints = np.unique(np.geomspace(1, num_steps, 30).astype(int)) - 1
     curves = {}
     for name, kernel in kernels.items():
