@@ -199,21 +199,21 @@ def _sampler_of(method: Any, energy: nn.Module) -> Any:
 def _block_gibbs(energy: RBM, x: torch.Tensor, num_steps: int, rows: Rows) -> torch.Tensor:
     params = energy.rbm_params()
     num_hidden = params.weights.shape[1]
-    chains, dim = rows.total(x.shape[0]), x.shape[1]
+    all_chains, dim = rows.total(x.shape[0]), x.shape[1]
     for _ in range(num_steps):
-        u_hidden = rows.keep(torch.rand(chains, num_hidden, device=x.device))
-        u_visible = rows.keep(torch.rand(chains, dim, dtype=x.dtype, device=x.device))
+        u_hidden = rows.keep(torch.rand(all_chains, num_hidden, device=x.device))
+        u_visible = rows.keep(torch.rand(all_chains, dim, dtype=x.dtype, device=x.device))
         x = core.rbm_visible_sweep(params, x, u_hidden, u_visible)
     return x
 
 
 def _site_gibbs(energy: nn.Module, x: torch.Tensor, num_steps: int, rows: Rows) -> torch.Tensor:
-    chains, dim = rows.total(x.shape[0]), x.shape[1]
+    all_chains, dim = rows.total(x.shape[0]), x.shape[1]
     for _ in range(num_steps):
-        index = rows.keep(torch.randint(0, dim, (chains,), device=x.device))
+        index = rows.keep(torch.randint(0, dim, (all_chains,), device=x.device))
         log_density_zero = -energy(core.with_coordinate(x, index, 0.0))
         log_density_one = -energy(core.with_coordinate(x, index, 1.0))
-        uniform = rows.keep(torch.rand(chains, device=x.device))
+        uniform = rows.keep(torch.rand(all_chains, device=x.device))
         x = core.site_gibbs_update(x, index, log_density_zero, log_density_one, uniform)
     return x
 
@@ -235,7 +235,7 @@ def _kernel_steps(
     ``num_warmup`` is passed to the spec's adaptation; ``rows``: the chains of ``x`` are this
     process's block of the run's (their noise is drawn for every chain and the block kept)."""
     spec = kernel.spec
-    chains, dim = rows.total(x.shape[0]), x.shape[1]
+    chains, dim = x.shape  # this process's; the noise is drawn for all rows.total(chains)
     sites = Sites(("x",), (dk.Binary(),), (False,))
     spec.check_sites(sites, dim)
     like = torch.ones((), dtype=x.dtype, device=x.device)
@@ -255,15 +255,18 @@ def _kernel_steps(
 
     # every step's noise, drawn at once: (C, num_steps, ...) per uniform leaf
     sizes = [math.prod(shape) for shape in shapes.uniforms]
-    flat = rows.keep(torch.rand(chains, num_steps, sum(sizes) + 1, dtype=x.dtype, device=x.device))
+    all_chains = rows.total(chains)
+    flat = rows.keep(
+        torch.rand(all_chains, num_steps, sum(sizes) + 1, dtype=x.dtype, device=x.device)
+    )
     uniforms = tuple(
-        u.reshape(x.shape[0], num_steps, *shape)
+        u.reshape(chains, num_steps, *shape)
         for u, shape in zip(flat[..., :-1].split(sizes, dim=-1), shapes.uniforms)
     )
     normals = None
     if shapes.num_normals:
         normals = rows.keep(
-            torch.randn(chains, num_steps, shapes.num_normals, dtype=x.dtype, device=x.device)
+            torch.randn(all_chains, num_steps, shapes.num_normals, dtype=x.dtype, device=x.device)
         )
 
     def one_chain(chain_x, chain_uniforms, chain_accept, chain_normals):

@@ -25,6 +25,19 @@ def by_hand(w: np.ndarray, rows: tuple) -> tuple[float, np.ndarray]:
     return f, factor * x.T @ r
 
 
+#: the kernels (by class name, with options) that refuse a subsampling plate, and a word of
+#: each reason; ids for pytest.mark.parametrize
+REFUSALS = [
+    ("DMALA", {}, "MH ratio"),
+    ("GWG", {}, "MH ratio"),
+    ("AB", {}, "MH ratio"),
+    ("ACS", {}, "MH ratio"),
+    ("PlateGibbs", {}, "MH ratio"),
+    ("DULA", {"adapt_step_size": True}, "adapt_step_size=True"),
+    ("DULA", {"exact_sites": ["w"]}, "exact_sites=['w']"),
+]
+REFUSAL_IDS = ["DMALA", "GWG", "AB", "ACS", "PlateGibbs", "DULA-adapt", "DULA-exact_sites"]
+
 # ---------------------------------------------------------------- independent sites
 
 ROWS, SITES, B = 200, 4, 50

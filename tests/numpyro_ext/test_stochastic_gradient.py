@@ -27,6 +27,8 @@ from tests.sg_theory import (
     LABELS,
     LOADINGS,
     N_ROWS,
+    REFUSAL_IDS,
+    REFUSALS,
     ROWS,
     SITES,
     STEP,
@@ -113,21 +115,9 @@ def test_full_size_subsample_reproduces_full_batch_dula():
 # ---------------------------------------------------------------- refusals
 
 
-@pytest.mark.parametrize(
-    "kernel, reason",
-    [
-        (lambda m: nx.DMALA(m), "MH ratio"),
-        (lambda m: nx.GWG(m), "MH ratio"),
-        (lambda m: nx.AB(m), "MH ratio"),
-        (lambda m: nx.ACS(m), "MH ratio"),
-        (lambda m: nx.PlateGibbs(m), "MH ratio"),
-        (lambda m: nx.DULA(m, adapt_step_size=True), "adapt_step_size=True"),
-        (lambda m: nx.DULA(m, exact_sites=["w"]), "exact_sites=['w']"),
-    ],
-    ids=["DMALA", "GWG", "AB", "ACS", "PlateGibbs", "DULA-adapt", "DULA-exact_sites"],
-)
-def test_kernels_that_compare_log_densities_refuse_a_subsampling_plate(kernel, reason):
-    k = kernel(regression)
+@pytest.mark.parametrize("name, options, reason", REFUSALS, ids=REFUSAL_IDS)
+def test_kernels_that_compare_log_densities_refuse_a_subsampling_plate(name, options, reason):
+    k = getattr(nx, name)(regression, **options)
     mcmc = MCMC(k, num_warmup=2, num_samples=2, progress_bar=False)
     with pytest.raises(ValueError) as error:
         mcmc.run(jax.random.key(0), jnp.asarray(FEATURES), jnp.asarray(TARGETS))
