@@ -45,7 +45,9 @@ __all__ = [
     "PYTHON_CONTROL",
     "ChainState",
     "ControlFlow",
+    "ElementTermsFn",
     "LocalFn",
+    "LocalFnWithTerms",
     "NoiseShapes",
     "Sampler",
     "Sites",
@@ -56,6 +58,7 @@ __all__ = [
     "hamming_distance",
     "metropolis_accept",
     "mh_finish",
+    "mh_finish_per_coordinate",
     "mh_log_ratio",
     "propose",
 ]
@@ -63,6 +66,23 @@ __all__ = [
 LocalFn = Callable[[tuple], tuple]
 """``leaves -> (f, locals)``: the log density of a tuple of leaves and, per leaf, its local
 information (a gradient of the leaf's shape, or a table with a trailing axis of candidates)."""
+
+ElementTermsFn = Callable[[tuple], tuple]
+"""``leaves -> terms``: per leaf, an array ``g`` of the leaf's shape whose element ``g_i``
+depends on coordinate ``i`` of that leaf only, such that the log density is ``sum_j sum_i
+g_j,i`` plus terms that no discrete coordinate changes (the adapter verifies it at setup)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalFnWithTerms:
+    """A :data:`LocalFn` that can also evaluate each leaf's per-coordinate terms
+    (:data:`ElementTermsFn`); the adapters pass one where :attr:`Sites.per_coordinate_mh`."""
+
+    local_fn: LocalFn
+    element_terms: ElementTermsFn
+
+    def __call__(self, leaves: tuple) -> tuple:
+        return self.local_fn(leaves)
 
 
 class ChainState(NamedTuple):
@@ -109,6 +129,10 @@ class Sites(NamedTuple):
     - **single_site_tables** - per leaf, whether its table comes from one evaluation of the
       model per single-coordinate change (``N x S`` of them, an exact site that is not a
       plate), or None (no such leaf known).
+    - **per_coordinate_mh** - every coordinate of every leaf is conditionally independent of
+      all the others and its local information depends on its own value only (verified by
+      the adapter, which then passes a :class:`LocalFnWithTerms`): the MH decision is made
+      coordinate by coordinate (:func:`mh_finish_per_coordinate`).
     """
 
     names: tuple
@@ -118,6 +142,7 @@ class Sites(NamedTuple):
     colourings: tuple | None = None
     sizes: tuple[int, ...] | None = None
     single_site_tables: tuple[bool, ...] | None = None
+    per_coordinate_mh: bool = False
 
     @classmethod
     def from_leaves(
@@ -280,6 +305,88 @@ def mh_finish(
     distance = hamming_distance(state.x, proposal.x, state.log_density)
     info = StepInfo(accept_probability(log_ratio), accept & (distance > 0), distance)
     return _select(accept, proposal, state), info
+
+
+def mh_finish_per_coordinate(
+    state: ChainState,
+    proposal: ChainState,
+    log_q_forward: Sequence[Array],
+    log_q_reverse: Sequence[Array],
+    terms_x: Sequence[Array],
+    terms_y: Sequence[Array],
+    accept_uniforms: Sequence[Array],
+) -> tuple[ChainState, StepInfo]:
+    """One MH decision per coordinate, for a target and a proposal that both factorise over
+    the coordinates (:attr:`Sites.per_coordinate_mh`).
+
+    When ``pi(x) = prod_i pi_i(x_i)`` and ``q(y | x) = prod_i q_i(y_i | x_i)``, the product of
+    the coordinates' own MH kernels leaves ``pi`` invariant: coordinate ``i`` moves to ``y_i``
+    with probability ``min(1, pi_i(y_i) q_i(x_i | y_i) / (pi_i(x_i) q_i(y_i | x_i)))``, where a
+    joint decision would accept or refuse all of them together (and, for many coordinates,
+    refuse almost always). The new state's locals are, coordinate by coordinate, those of the
+    side it took (they depend on the coordinate's own value only); its log density is the
+    proposal's less the changes of the refused coordinates.
+
+    Parameters
+    ----------
+    state, proposal : ChainState
+        The current state and the proposal with its log density and locals (gradients).
+    log_q_forward, log_q_reverse : per leaf, arrays of the leaf's shape
+        ``log q_i(y_i | x_i)`` and ``log q_i(x_i | y_i)``.
+    terms_x, terms_y : per leaf, arrays of the leaf's shape
+        The per-coordinate terms (:data:`ElementTermsFn`) at ``x`` and at ``y``.
+    accept_uniforms : per leaf, uniforms in [0, 1) of the leaf's shape
+
+    Returns
+    -------
+    (ChainState, StepInfo)
+        ``accept_prob`` is the mean acceptance of the coordinates whose proposal moves (1
+        when none does); ``accepted`` whether some coordinate moved; ``hamming_distance``
+        the proposal's changes.
+    """
+    xp = array_namespace(state.log_density)
+    like = state.log_density
+    xs, locals_ = [], []
+    zero = xp.zeros_like(like)
+    moved_change, kept_change, moved, proposed, prob_sum = zero, zero, zero, zero, zero
+    for x, y, lx, ly, fwd, rev, gx, gy, u in zip(
+        state.x,
+        proposal.x,
+        state.local,
+        proposal.local,
+        log_q_forward,
+        log_q_reverse,
+        terms_x,
+        terms_y,
+        accept_uniforms,
+    ):
+        change = gy - gx
+        # as in mh_log_ratio: a non-finite change or forward probability makes the ratio NaN,
+        # and a NaN ratio refuses that coordinate only
+        log_ratio = change + rev - fwd + (change - change) + (fwd - fwd)
+        log_ratio = xp.where(xp.isnan(log_ratio), xp.full_like(log_ratio, -xp.inf), log_ratio)
+        differs = y != x
+        accept = metropolis_accept(log_ratio, u) & differs
+        xs.append(xp.where(accept, y, x))
+        locals_.append(xp.where(accept, ly, lx))
+        moved_change = moved_change + xp.sum(xp.where(accept, change, xp.zeros_like(change)))
+        kept_change = kept_change + xp.sum(xp.where(accept, xp.zeros_like(change), change))
+        moved = moved + xp.sum(xp.astype(accept, like.dtype))
+        proposed = proposed + xp.sum(xp.astype(differs, like.dtype))
+        probs = xp.where(differs, accept_probability(log_ratio), xp.zeros_like(log_ratio))
+        prob_sum = prob_sum + xp.sum(probs)
+    # the proposal's fresh log density less the refused changes (no error carried from step to
+    # step); where a refused change is not finite, the current one plus the accepted changes
+    from_proposal = proposal.log_density - kept_change
+    from_current = state.log_density + moved_change
+    log_density = xp.where(xp.isfinite(from_proposal), from_proposal, from_current)
+    any_moved = moved > 0
+    log_density = xp.where(any_moved, log_density, state.log_density)
+    accept_prob = xp.where(
+        proposed > 0, prob_sum / xp.maximum(proposed, xp.ones_like(proposed)), xp.ones_like(like)
+    )
+    info = StepInfo(accept_prob, any_moved, proposed)
+    return ChainState(tuple(xs), log_density, tuple(locals_)), info
 
 
 Logits = list

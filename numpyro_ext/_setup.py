@@ -22,7 +22,7 @@ from numpyro.handlers import seed, trace
 from numpyro.infer.gibbs import GIBBS_SITES_KWARG, conditioned, prototype_trace, with_conditioning
 from numpyro.infer.util import _prepare_model_for_potential, potential_energy
 
-from discrete_kernels import Sampler, Sites
+from discrete_kernels import LocalFnWithTerms, Sampler, Sites
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
 from discrete_kernels.colouring import (
@@ -44,9 +44,11 @@ from ._plates import (
     all_terms_fn,
     coloured_terms_fn,
     element_terms_fn,
+    own_terms_fn,
     plate_dims,
     probe_tables,
     term_dependence,
+    verify_per_coordinate,
     verify_plate_table,
 )
 from ._target import (
@@ -79,7 +81,8 @@ class SiteSetup:
     - **treedef** - potential mode: the structure of the start values.
     - **potential_fn** / **prepared_model**, **enum** - what evaluates the log density.
     - **has_deterministic** - the model has deterministic sites (replayed after sampling).
-    - **plate_dims** - per plate-mode leaf, ``{plate name: dim}`` of its coordinates.
+    - **plate_dims** - per plate-mode leaf (every leaf, with ``per_coordinate_mh``),
+      ``{plate name: dim}`` of its coordinates.
     - **term_owners** - per coloured plate-mode leaf, its terms' owners per colour (C, E).
     - **warmup_check** - the gradient leaves the warmup checks (``exact_sites="auto"``;
       :mod:`numpyro_ext._warmup_check`), or None.
@@ -177,7 +180,19 @@ class SiteSetup:
                 element_terms[j] = coloured_terms_fn(
                     all_terms, j, s.colours, self.term_owners[s.name]
                 )
-        return make_local_fn(log_density, self.leaves, element_terms)
+        local_fn = make_local_fn(log_density, self.leaves, element_terms)
+        if not self.sites.per_coordinate_mh:
+            return local_fn
+        assert prepared is not None  # a model: setup_potential refuses per_coordinate_mh
+        terms = own_terms_fn(
+            prepared,
+            self.names,
+            [self.plate_dims[name] for name in self.names],
+            self.leaf_shapes,
+            model_args,
+            model_kwargs,
+        )
+        return LocalFnWithTerms(local_fn, terms)
 
     def to_leaves(self, z: Any) -> tuple:
         """Internal leaves (categorical as indices) from user-facing values."""
@@ -241,7 +256,7 @@ def setup_potential(
 ) -> SiteSetup:
     """The setup of a kernel on ``potential_fn`` at start values ``init_params`` (one chain)."""
     owner = sampler.name
-    if sampler.needs_plate_tables:
+    if sampler.needs_plate_tables or getattr(sampler, "per_coordinate_mh", False):
         raise ValueError(
             f"{owner}: needs a model (its sites' plates make their coordinates conditionally "
             "independent); a potential_fn has no plates. Pass the model instead."
@@ -332,8 +347,10 @@ def setup_model(
         has_deterministic=has_deterministic,
     )
     structural = {} if enum else {s.name: plate_dims(model_trace[s.name]) for s in leaves}
-    # with a minibatch: no automatic switch and no warmup check (both compare log densities)
-    auto_exact = options.auto_exact and sampler.auto_exact and not minibatch
+    per_coordinate = bool(getattr(sampler, "per_coordinate_mh", False))
+    # with a minibatch: no automatic switch and no warmup check (both compare log densities);
+    # per coordinate: gradients only (a table's rows would mix two states' log densities)
+    auto_exact = options.auto_exact and sampler.auto_exact and not minibatch and not per_coordinate
     if auto_exact:
         key = tuple(site_shapes.items())
         decided = decisions.get(key)
@@ -368,6 +385,14 @@ def setup_model(
             )
         leaves, dims, owners = decisions[plate_key]
     sites = _sites(owner, leaves, setup.leaf_shapes, sampler, options, None)
+    if per_coordinate:
+        coordinate_key = ("per coordinate", tuple(site_shapes.items()))
+        if coordinate_key not in decisions:
+            decisions[coordinate_key] = _per_coordinate_dims(
+                owner, setup, leaves, structural, model, model_args, model_kwargs
+            )
+        dims = decisions[coordinate_key]
+        sites = sites._replace(per_coordinate_mh=True)
     check = None
     if auto_exact and sampler.uses_locals:
         check_key = ("warmup check", tuple(site_shapes.items()), tuple(s.mode for s in leaves))
@@ -401,6 +426,72 @@ def setup_model(
         warmup_check=check,
         minibatch=minibatch,
     )
+
+
+def _per_coordinate_dims(
+    owner: str,
+    setup: SiteSetup,
+    leaves: tuple[LeafSpec, ...],
+    structural: dict,
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+) -> dict:
+    """Every leaf's ``{plate name: dim}`` when all of the model's discrete coordinates are
+    conditionally independent given its other sites (``per_coordinate_mh=True``): every site
+    a gradient site whose dimensions are plates, verified at two prior draws
+    (:func:`numpyro_ext._plates.verify_per_coordinate`); else a ``ValueError`` naming the
+    site and the reason."""
+
+    def refuse(reason: str) -> ValueError:
+        return ValueError(
+            f"{owner}(per_coordinate_mh=True): {reason}. One MH decision per coordinate is "
+            "exact only where every coordinate is conditionally independent of the others; "
+            "leave per_coordinate_mh=False."
+        )
+
+    if setup.enum:
+        raise refuse("the model enumerates sites")
+    dims = {}
+    for spec in leaves:
+        if spec.is_table:
+            kind = type(spec.domain).__name__
+            raise refuse(
+                f"site '{spec.name}' takes a table of exact differences ({kind} or "
+                "exact_sites), not a gradient; nx.PlateGibbs draws a plate of such coordinates "
+                "exactly"
+            )
+        leaf_dims, reason = structural.get(spec.name, ({}, "not found"))
+        if reason is not None:
+            raise refuse(f"site '{spec.name}': {reason}")
+        dims[spec.name] = leaf_dims
+    points = [
+        tuple(jnp.asarray(draw[n]["value"], setup.site_dtypes[n]) for n in setup.names)
+        for draw in (
+            prototype_trace(conditioned(model), random.key(seed), model_args, model_kwargs)
+            for seed in (0, 1)
+        )
+    ]
+    names = setup.names
+    assert setup.prepared_model is not None  # setup_potential refuses per_coordinate_mh
+    reason = verify_per_coordinate(
+        names,
+        [s.domain for s in leaves],
+        points,
+        setup.log_density_fn(model_args, model_kwargs),
+        setup.local_fn(model_args, model_kwargs),
+        own_terms_fn(
+            setup.prepared_model,
+            names,
+            [dims[n] for n in names],
+            setup.leaf_shapes,
+            model_args,
+            model_kwargs,
+        ),
+    )
+    if reason is not None:
+        raise refuse(reason)
+    return dims
 
 
 def _plate_leaves(

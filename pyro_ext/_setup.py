@@ -162,11 +162,20 @@ def _finish(
     return SiteSetup(leaves, sites, start, log_density, chain, like, element_terms, minibatch)
 
 
+def _refuse_per_coordinate_mh(sampler: Sampler) -> None:
+    if getattr(sampler, "per_coordinate_mh", False):
+        raise ValueError(
+            f"{sampler.name}(per_coordinate_mh=True): not available in Pyro yet (NumPyro's "
+            "nx.DMALA has it); leave per_coordinate_mh=False."
+        )
+
+
 def setup_potential(
     sampler: Sampler, options: SiteOptions, potential_fn: Callable, domain: Any, given: dict
 ) -> SiteSetup:
     """The setup of a kernel on ``potential_fn`` at start values ``given`` (by site name)."""
     owner = sampler.name
+    _refuse_per_coordinate_mh(sampler)
     if sampler.needs_plate_tables:
         raise ValueError(
             f"{owner}: needs a model (its sites' plates make their coordinates conditionally "
@@ -212,6 +221,7 @@ def setup_model(
     """The setup of a kernel on ``model`` with the start values ``given`` (prior draws for the
     others); ``conditioned``: sites a Gibbs block's model conditions on."""
     owner = sampler.name
+    _refuse_per_coordinate_mh(sampler)
     model_trace = trace_model(model, args, kwargs)
     check_model_trace(owner, model_trace)
     leaves = leaf_specs_for_model(owner, model_trace, options.exact_names)
