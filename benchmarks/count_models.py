@@ -11,7 +11,9 @@ Samplers, 4 chains each, run one after the other (``chain_method="sequential"``:
 Gibbs kernels take no other), and DMALA once more with its chains vectorized:
 
 - ``nx.DMALA(model)`` on the model as written (Poisson and ZeroInflatedPoisson sites, window
-  proposal of half-width ``w``, ``w = 1`` and the largest ``--windows``);
+  proposal of half-width ``w``, each of ``--windows``), and with ``per_coordinate_mh=True``
+  (one MH decision per count: the counts are conditionally independent) at the smallest and
+  largest window;
 - ``DiscreteHMCGibbs(NUTS(model), random_walk=True)`` and ``DiscreteHMCGibbs(NUTS(model))``
   (Gibbs over the whole support): NumPyro's samplers need a finite support, so they run the
   same model with each count written as a ``Categorical`` over ``0 .. M``, ``M`` the count
@@ -194,6 +196,15 @@ def samplers(windows: list[int]) -> dict[str, Callable[[CountModel], tuple]]:
     widest = max(windows)
     out[f"DMALA, window {widest}, vectorized chains"] = lambda m: (
         nx.DMALA(m.model, window={m.site: widest}),
+        "vectorized",
+    )
+    for w in sorted({min(windows), widest}):
+        out[f"DMALA per coordinate, window {w}"] = lambda m, w=w: (
+            nx.DMALA(m.model, window={m.site: w}, per_coordinate_mh=True),
+            "sequential",
+        )
+    out[f"DMALA per coordinate, window {widest}, vectorized chains"] = lambda m: (
+        nx.DMALA(m.model, window={m.site: widest}, per_coordinate_mh=True),
         "vectorized",
     )
     return out

@@ -22,7 +22,8 @@ import numpyro.distributions as dist
 from numpyro.infer.gibbs import with_conditioning
 from numpyro.infer.util import compute_log_probs
 
-from discrete_kernels.domains import Binary, Categorical, Integer, coordinate_bounds
+from discrete_kernels.coordinatewise import Evaluation, per_coordinate_mismatch, probe_states
+from discrete_kernels.domains import Categorical, coordinate_bounds
 from discrete_kernels.sites import (
     LeafSpec,
     align_element_term,
@@ -315,34 +316,6 @@ def own_terms_fn(
     return terms
 
 
-def _moved(domain: Any, x: jax.Array, mask: np.ndarray) -> jax.Array:
-    """``x`` with the coordinates under ``mask`` moved to a neighbouring value of the domain
-    (a flip; ``x + 1``, or ``x - 1`` at the top of the support)."""
-    if isinstance(domain, Binary):
-        return jnp.where(mask, 1 - x, x)
-    high = getattr(domain, "high", None)
-    if not isinstance(domain, Integer):
-        high = coordinate_bounds(domain, tuple(x.shape))[1]
-    up = x + 1 if high is None else jnp.where(x + 1 <= high, x + 1, x - 1)
-    return jnp.where(mask, up, x).astype(x.dtype)
-
-
-def _additivity_error(f_x: Any, f_y: Any, terms_x: tuple, terms_y: tuple) -> str | None:
-    """None when the per-coordinate terms' changes add up to the log density's change."""
-    with np.errstate(invalid="ignore"):
-        changes = [
-            np.asarray(gy, np.float64) - np.asarray(gx, np.float64)
-            for gx, gy in zip(terms_x, terms_y)
-        ]
-        change = sum(float(np.sum(c)) for c in changes)
-        total = float(f_y) - float(f_x)
-    if not (np.isfinite(total) and np.isfinite(change)):
-        return None if np.isfinite(total) == np.isfinite(change) else "impossible values"
-    magnitude = sum(float(np.sum(np.abs(c))) for c in changes)
-    tolerance = 1e-5 * (abs(float(f_x)) + abs(float(f_y))) + 1e-4 * magnitude + 1e-4
-    return None if abs(total - change) <= tolerance else f"{total:.6g} against {change:.6g}"
-
-
 def verify_per_coordinate(
     names: Sequence[str],
     domains: Sequence[Any],
@@ -353,41 +326,25 @@ def verify_per_coordinate(
     seed: int = 0,
 ) -> str | None:
     """None when every coordinate of every leaf is conditionally independent of the others,
-    as a per-coordinate MH decision needs, at each of ``points``, else the reason in words.
-
-    At each point ``x``, a state ``y`` with a random half of the coordinates moved and a
-    state ``m`` with half of those: the per-coordinate terms (``terms_fn``) of ``m`` and its
-    gradients are, coordinate by coordinate, those of ``x`` or ``y`` (each depends on its own
-    coordinate only), and the terms' changes add up to the log density's change from ``x`` to
-    ``y`` and to ``m`` (no other term depends on a coordinate).
-    """
-    rng = np.random.default_rng(seed)
+    as a per-coordinate MH decision needs, at each of ``points``, else the reason in words
+    (:func:`discrete_kernels.coordinatewise.per_coordinate_mismatch`)."""
     evaluate = jax.jit(lambda z: (log_density(z), local_fn(z)[1], terms_fn(z)))
-    for point in points:
-        moved_masks = [rng.random(x.shape) < 0.5 for x in point]
-        mixed_masks = [m & (rng.random(m.shape) < 0.5) for m in moved_masks]
-        y = tuple(_moved(d, x, m) for d, x, m in zip(domains, point, moved_masks))
-        mixed = tuple(jnp.where(m, b, a) for a, b, m in zip(point, y, mixed_masks))
-        (f_x, g_x, t_x), (f_y, g_y, t_y), (f_m, g_m, t_m) = (evaluate(z) for z in (point, y, mixed))
-        for name, a, b, got, m in zip(names, t_x, t_y, t_m, mixed_masks):
-            expected = np.where(m, np.asarray(b), np.asarray(a))
-            if not np.allclose(np.asarray(got), expected, rtol=1e-4, atol=1e-4, equal_nan=True):
-                return (
-                    f"the terms of site '{name}' in its plates change with other coordinates "
-                    "(a term across coordinates or sites)"
-                )
-        for name, a, b, got, m in zip(names, g_x, g_y, g_m, mixed_masks):
-            expected = np.where(m, np.asarray(b), np.asarray(a))
-            if not np.allclose(np.asarray(got), expected, rtol=1e-3, atol=1e-4, equal_nan=True):
-                return (
-                    f"the gradient of site '{name}' at a coordinate changes with other "
-                    "coordinates (a term across coordinates or sites)"
-                )
-        for f_z, t_z in ((f_y, t_y), (f_m, t_m)):
-            error = _additivity_error(f_x, f_z, t_x, t_z)
-            if error is not None:
-                return (
-                    "a term outside the sites' plates depends on them (the log density changes "
-                    f"by other than the sum of the coordinates' own terms: {error})"
-                )
+
+    def at(leaves: tuple, like: tuple) -> Evaluation:
+        f, gradient, terms = evaluate(tuple(jnp.asarray(v, u.dtype) for v, u in zip(leaves, like)))
+        return Evaluation(
+            float(f), tuple(np.asarray(g) for g in gradient), tuple(np.asarray(t) for t in terms)
+        )
+
+    for index, point in enumerate(points):
+        probe = probe_states(domains, [np.asarray(v) for v in point], seed + index)
+        reason = per_coordinate_mismatch(
+            names,
+            probe,
+            at(probe.x, point),
+            at(probe.moved, point),
+            at(probe.mixed, point),
+        )
+        if reason is not None:
+            return reason
     return None

@@ -35,6 +35,7 @@ from discrete_kernels.colouring import (
     table_interaction_graph,
     term_owners,
 )
+from discrete_kernels.coordinatewise import per_coordinate_error, per_coordinate_refusal
 from discrete_kernels.domains import coordinate_bounds, is_windowed
 from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
 from discrete_kernels.sites import SiteOptions, check_preconditioners
@@ -443,28 +444,12 @@ def _per_coordinate_dims(
     (:func:`numpyro_ext._plates.verify_per_coordinate`); else a ``ValueError`` naming the
     site and the reason."""
 
-    def refuse(reason: str) -> ValueError:
-        return ValueError(
-            f"{owner}(per_coordinate_mh=True): {reason}. One MH decision per coordinate is "
-            "exact only where every coordinate is conditionally independent of the others; "
-            "leave per_coordinate_mh=False."
-        )
-
     if setup.enum:
-        raise refuse("the model enumerates sites")
-    dims = {}
-    for spec in leaves:
-        if spec.is_table:
-            kind = type(spec.domain).__name__
-            raise refuse(
-                f"site '{spec.name}' takes a table of exact differences ({kind} or "
-                "exact_sites), not a gradient; nx.PlateGibbs draws a plate of such coordinates "
-                "exactly"
-            )
-        leaf_dims, reason = structural.get(spec.name, ({}, "not found"))
-        if reason is not None:
-            raise refuse(f"site '{spec.name}': {reason}")
-        dims[spec.name] = leaf_dims
+        raise per_coordinate_error(owner, "the model enumerates sites")
+    reason = per_coordinate_refusal(leaves, structural)
+    if reason is not None:
+        raise per_coordinate_error(owner, reason)
+    dims = {spec.name: structural[spec.name][0] for spec in leaves}
     points = [
         tuple(jnp.asarray(draw[n]["value"], setup.site_dtypes[n]) for n in setup.names)
         for draw in (
@@ -490,7 +475,7 @@ def _per_coordinate_dims(
         ),
     )
     if reason is not None:
-        raise refuse(reason)
+        raise per_coordinate_error(owner, reason)
     return dims
 
 

@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pyro
 import torch
 from pyro.poutine.util import site_is_subsample
 
-from discrete_kernels import ChainState, Sampler, Sites
+from discrete_kernels import ChainState, LocalFnWithTerms, Sampler, Sites
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
+from discrete_kernels.coordinatewise import (
+    Evaluation,
+    per_coordinate_error,
+    per_coordinate_mismatch,
+    per_coordinate_refusal,
+    probe_states,
+)
 from discrete_kernels.domains import is_windowed
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
@@ -62,6 +70,8 @@ class SiteSetup:
       terms (:func:`pyro_ext._plates.element_terms_fn`).
     - **minibatch** - the model's subsampling plates: every evaluation of the log density
       (one trace of the model) sees a new minibatch, scaled by Pyro.
+    - **own_terms** - with ``per_coordinate_mh``: ``leaves -> terms``, each leaf's
+      per-coordinate terms (:data:`discrete_kernels.kernel.ElementTermsFn`).
     """
 
     leaves: tuple[LeafSpec, ...]
@@ -72,6 +82,7 @@ class SiteSetup:
     like: torch.Tensor
     element_terms: dict = field(default_factory=dict)
     minibatch: tuple = ()
+    own_terms: Callable[[tuple], tuple] | None = None
 
     @property
     def names(self) -> list:
@@ -83,8 +94,12 @@ class SiteSetup:
         return sum(math.prod(x.shape) for x in self.chain.x)
 
     def local_fn(self, with_locals: bool = True) -> Callable:
-        """``leaves -> (f, locals)`` for the core (``with_locals=False``: ``(f, ())``)."""
-        return _local_fn(self.log_density, self.leaves, with_locals, self.element_terms)
+        """``leaves -> (f, locals)`` for the core (``with_locals=False``: ``(f, ())``); with
+        ``per_coordinate_mh``, a :class:`~discrete_kernels.LocalFnWithTerms`."""
+        local_fn = _local_fn(self.log_density, self.leaves, with_locals, self.element_terms)
+        if self.own_terms is None:
+            return local_fn
+        return LocalFnWithTerms(local_fn, self.own_terms)
 
     def to_leaves(self, params: dict) -> tuple:
         """Internal leaves (categorical as indices) from user-facing values."""
@@ -162,21 +177,12 @@ def _finish(
     return SiteSetup(leaves, sites, start, log_density, chain, like, element_terms, minibatch)
 
 
-def _refuse_per_coordinate_mh(sampler: Sampler) -> None:
-    if getattr(sampler, "per_coordinate_mh", False):
-        raise ValueError(
-            f"{sampler.name}(per_coordinate_mh=True): not available in Pyro yet (NumPyro's "
-            "nx.DMALA has it); leave per_coordinate_mh=False."
-        )
-
-
 def setup_potential(
     sampler: Sampler, options: SiteOptions, potential_fn: Callable, domain: Any, given: dict
 ) -> SiteSetup:
     """The setup of a kernel on ``potential_fn`` at start values ``given`` (by site name)."""
     owner = sampler.name
-    _refuse_per_coordinate_mh(sampler)
-    if sampler.needs_plate_tables:
+    if sampler.needs_plate_tables or getattr(sampler, "per_coordinate_mh", False):
         raise ValueError(
             f"{owner}: needs a model (its sites' plates make their coordinates conditionally "
             "independent); a potential_fn has no plates. Pass the model instead."
@@ -221,7 +227,6 @@ def setup_model(
     """The setup of a kernel on ``model`` with the start values ``given`` (prior draws for the
     others); ``conditioned``: sites a Gibbs block's model conditions on."""
     owner = sampler.name
-    _refuse_per_coordinate_mh(sampler)
     model_trace = trace_model(model, args, kwargs)
     check_model_trace(owner, model_trace)
     leaves = leaf_specs_for_model(owner, model_trace, options.exact_names)
@@ -258,8 +263,10 @@ def setup_model(
     _check_fixed_supports(model, leaves, model_trace, args, kwargs, conditioned)
     log_density = model_log_density(model, args, kwargs)
     structural = {s.name: plate_dims(model_trace.nodes[s.name]) for s in leaves}
-    # with a minibatch: no automatic switch (it compares log densities)
-    if options.auto_exact and sampler.auto_exact and not minibatch:
+    per_coordinate = bool(getattr(sampler, "per_coordinate_mh", False))
+    # with a minibatch: no automatic switch (it compares log densities); per coordinate:
+    # gradients only (a table's rows would mix two states' log densities)
+    if options.auto_exact and sampler.auto_exact and not minibatch and not per_coordinate:
         plate_sites = {name for name, (_, reason) in structural.items() if reason is None}
         leaves = _switch_badly_estimated_sites(
             owner, leaves, start, model, args, kwargs, plate_sites
@@ -280,7 +287,7 @@ def setup_model(
             sampler.needs_plate_tables,
         )
     drawn = frozenset(start) - frozenset(given)
-    return _finish(
+    setup = _finish(
         sampler,
         options,
         leaves,
@@ -291,6 +298,72 @@ def setup_model(
         lambda values: nonfinite_terms(model, args, kwargs, values),
         minibatch,
     )
+    if not per_coordinate:
+        return setup
+    own_terms = _per_coordinate_terms(
+        owner, setup, structural, [start, _prior_values(model_trace, leaves)], model, args, kwargs
+    )
+    return replace(setup, sites=setup.sites._replace(per_coordinate_mh=True), own_terms=own_terms)
+
+
+def _prior_values(model_trace: Any, leaves: tuple[LeafSpec, ...]) -> dict:
+    return {s.name: model_trace.nodes[s.name]["value"].detach() for s in leaves}
+
+
+def _per_coordinate_terms(
+    owner: str,
+    setup: SiteSetup,
+    structural: dict,
+    points: list[dict],
+    model: Callable,
+    args: tuple,
+    kwargs: dict,
+) -> Callable[[tuple], tuple]:
+    """Each leaf's per-coordinate terms (``leaves -> terms``) when all of the model's discrete
+    coordinates are conditionally independent given its other sites
+    (``per_coordinate_mh=True``): every site a gradient site whose dimensions are plates,
+    verified at the start and a prior draw
+    (:func:`discrete_kernels.coordinatewise.per_coordinate_mismatch`); else a ``ValueError``
+    naming the site and the reason."""
+    leaves = setup.leaves
+    reason = per_coordinate_refusal(leaves, structural)
+    per_leaf = []
+    for spec in leaves if reason is None else ():
+        leaf_dims = structural[spec.name][0]
+        shape = tuple(setup.chain.x[len(per_leaf)].shape)
+        per_leaf.append(element_terms_fn(model, args, kwargs, leaf_dims, shape))
+
+    def own_terms(xs: tuple) -> tuple:
+        values = {s.name: to_user(s, x) for s, x in zip(leaves, xs)}
+        return tuple(fn(values) for fn in per_leaf)
+
+    local_fn = setup.local_fn()
+    domains = [s.domain for s in leaves]
+
+    def at(xs: tuple, like: tuple) -> Evaluation:
+        xs = tuple(torch.as_tensor(v, device=u.device).to(u.dtype) for v, u in zip(xs, like))
+        f, gradient = local_fn(xs)
+        with torch.no_grad():
+            terms = own_terms(xs)
+        as_numpy = lambda ts: tuple(t.detach().double().cpu().numpy() for t in ts)  # noqa: E731
+        return Evaluation(float(f), as_numpy(gradient), as_numpy(terms))
+
+    for index, values in enumerate(points if reason is None else ()):
+        point = tuple(to_internal(s, torch.as_tensor(values[s.name])) for s in leaves)
+        probe = probe_states(domains, [x.cpu().numpy() for x in point], index)
+        with pyro.validation_enabled(False):
+            reason = per_coordinate_mismatch(
+                setup.names,
+                probe,
+                at(probe.x, point),
+                at(probe.moved, point),
+                at(probe.mixed, point),
+            )
+        if reason is not None:
+            break
+    if reason is not None:
+        raise per_coordinate_error(owner, reason)
+    return own_terms
 
 
 def _plate_leaves(

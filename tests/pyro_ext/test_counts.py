@@ -85,11 +85,6 @@ def test_kernels_without_a_window_refuse_count_sites(kernel):
         kernel(population_model).setup(0)
 
 
-def test_per_coordinate_mh_is_refused_in_pyro_with_the_reason():
-    with pytest.raises(ValueError, match=r"per_coordinate_mh=True\): not available in Pyro yet"):
-        px.DMALA(population_model, per_coordinate_mh=True).setup(0)
-
-
 def test_a_binomial_with_two_million_trials_is_sampled_in_a_window():
     """2^21 + 1 values are too many for a table: the site is an ``Integer(0, 2^21)`` window
     site (it used to be refused) and DMALA's draws stay in the support near the prior's
