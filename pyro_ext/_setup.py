@@ -327,7 +327,7 @@ def _per_coordinate_terms(
     naming the site and the reason."""
     leaves = setup.leaves
     reason = per_coordinate_refusal(leaves, structural)
-    per_leaf = []
+    per_leaf: list[Callable] = []
     for spec in leaves if reason is None else ():
         leaf_dims = structural[spec.name][0]
         shape = tuple(setup.chain.x[len(per_leaf)].shape)
