@@ -469,32 +469,27 @@ class DLPSampler(Sampler):
         return NoiseShapes(shapes)
 
     def step(self, chain, noise, params, adapt_state, sites, local_fn):
-        if sites.per_coordinate_mh:
-            num = len(sites.domains)
-            chain, info = dlp_step_per_coordinate(
-                chain,
-                noise.uniforms[:num],
-                noise.uniforms[num:],
-                local_fn=local_fn,
-                domains=sites.domains,
-                is_table=sites.is_table,
-                step_size=params.step_size,
-                balance=params.balance,
-                preconditioner=sites.preconditioner,
-            )
-            return chain, DLPInfo(*info, params.step_size, params.balance)
-        chain, info = dlp_step(
-            chain,
-            noise.uniforms,
-            noise.accept_uniform,
+        proposal = dict(
             local_fn=local_fn,
             domains=sites.domains,
             is_table=sites.is_table,
             step_size=params.step_size,
             balance=params.balance,
             preconditioner=sites.preconditioner,
-            metropolis=params.metropolis,
         )
+        if sites.per_coordinate_mh:
+            num = len(sites.domains)
+            chain, info = dlp_step_per_coordinate(
+                chain, noise.uniforms[:num], noise.uniforms[num:], **proposal
+            )
+        else:
+            chain, info = dlp_step(
+                chain,
+                noise.uniforms,
+                noise.accept_uniform,
+                metropolis=params.metropolis,
+                **proposal,
+            )
         return chain, DLPInfo(*info, params.step_size, params.balance)
 
     def log_proposal(self, chain: ChainState, ys: tuple, params: StepParameters, sites: Sites):
