@@ -461,6 +461,20 @@ class Sampler:
     windowed_domains: ClassVar[bool] = False
 
     @property
+    def per_coordinate(self) -> bool:
+        """Whether each step makes one MH decision per coordinate
+        (``DMALA(per_coordinate_mh=True)``): the adapters then verify that the model's
+        coordinates are conditionally independent, set :attr:`Sites.per_coordinate_mh` and
+        pass a :class:`LocalFnWithTerms`."""
+        return False
+
+    @property
+    def needs_plates(self) -> bool:
+        """Whether the sampler reads the model's plates (plate tables or per-coordinate
+        decisions), which a ``potential_fn`` does not have."""
+        return self.needs_plate_tables or self.per_coordinate
+
+    @property
     def auto_exact(self) -> bool:
         """Whether ``exact_sites="auto"`` may switch badly estimated sites to exact
         differences (a sampler that needs every gradient says False)."""

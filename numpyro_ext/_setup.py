@@ -257,7 +257,7 @@ def setup_potential(
 ) -> SiteSetup:
     """The setup of a kernel on ``potential_fn`` at start values ``init_params`` (one chain)."""
     owner = sampler.name
-    if sampler.needs_plate_tables or getattr(sampler, "per_coordinate_mh", False):
+    if sampler.needs_plates:
         raise ValueError(
             f"{owner}: needs a model (its sites' plates make their coordinates conditionally "
             "independent); a potential_fn has no plates. Pass the model instead."
@@ -348,10 +348,9 @@ def setup_model(
         has_deterministic=has_deterministic,
     )
     structural = {} if enum else {s.name: plate_dims(model_trace[s.name]) for s in leaves}
-    per_coordinate = bool(getattr(sampler, "per_coordinate_mh", False))
-    # with a minibatch: no automatic switch and no warmup check (both compare log densities);
-    # per coordinate: gradients only (a table's rows would mix two states' log densities)
-    auto_exact = options.auto_exact and sampler.auto_exact and not minibatch and not per_coordinate
+    per_coordinate = sampler.per_coordinate
+    # with a minibatch: no automatic switch and no warmup check (both compare log densities)
+    auto_exact = options.auto_exact and sampler.auto_exact and not minibatch
     if auto_exact:
         key = tuple(site_shapes.items())
         decided = decisions.get(key)

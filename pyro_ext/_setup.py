@@ -182,7 +182,7 @@ def setup_potential(
 ) -> SiteSetup:
     """The setup of a kernel on ``potential_fn`` at start values ``given`` (by site name)."""
     owner = sampler.name
-    if sampler.needs_plate_tables or getattr(sampler, "per_coordinate_mh", False):
+    if sampler.needs_plates:
         raise ValueError(
             f"{owner}: needs a model (its sites' plates make their coordinates conditionally "
             "independent); a potential_fn has no plates. Pass the model instead."
@@ -263,10 +263,9 @@ def setup_model(
     _check_fixed_supports(model, leaves, model_trace, args, kwargs, conditioned)
     log_density = model_log_density(model, args, kwargs)
     structural = {s.name: plate_dims(model_trace.nodes[s.name]) for s in leaves}
-    per_coordinate = bool(getattr(sampler, "per_coordinate_mh", False))
-    # with a minibatch: no automatic switch (it compares log densities); per coordinate:
-    # gradients only (a table's rows would mix two states' log densities)
-    if options.auto_exact and sampler.auto_exact and not minibatch and not per_coordinate:
+    per_coordinate = sampler.per_coordinate
+    # with a minibatch: no automatic switch (it compares log densities)
+    if options.auto_exact and sampler.auto_exact and not minibatch:
         plate_sites = {name for name, (_, reason) in structural.items() if reason is None}
         leaves = _switch_badly_estimated_sites(
             owner, leaves, start, model, args, kwargs, plate_sites
@@ -327,11 +326,12 @@ def _per_coordinate_terms(
     naming the site and the reason."""
     leaves = setup.leaves
     reason = per_coordinate_refusal(leaves, structural)
-    per_leaf: list[Callable] = []
-    for spec in leaves if reason is None else ():
-        leaf_dims = structural[spec.name][0]
-        shape = tuple(setup.chain.x[len(per_leaf)].shape)
-        per_leaf.append(element_terms_fn(model, args, kwargs, leaf_dims, shape))
+    if reason is not None:
+        raise per_coordinate_error(owner, reason)
+    per_leaf = [
+        element_terms_fn(model, args, kwargs, structural[s.name][0], tuple(x.shape))
+        for s, x in zip(leaves, setup.chain.x)
+    ]
 
     def own_terms(xs: tuple) -> tuple:
         values = {s.name: to_user(s, x) for s, x in zip(leaves, xs)}
@@ -345,10 +345,11 @@ def _per_coordinate_terms(
         f, gradient = local_fn(xs)
         with torch.no_grad():
             terms = own_terms(xs)
+        # setup only: the probe's evaluations compared on the host
         as_numpy = lambda ts: tuple(t.detach().double().cpu().numpy() for t in ts)  # noqa: E731
         return Evaluation(float(f), as_numpy(gradient), as_numpy(terms))
 
-    for index, values in enumerate(points if reason is None else ()):
+    for index, values in enumerate(points):
         point = tuple(to_internal(s, torch.as_tensor(values[s.name])) for s in leaves)
         probe = probe_states(domains, [x.cpu().numpy() for x in point], index)
         with pyro.validation_enabled(False):
@@ -360,9 +361,7 @@ def _per_coordinate_terms(
                 at(probe.mixed, point),
             )
         if reason is not None:
-            break
-    if reason is not None:
-        raise per_coordinate_error(owner, reason)
+            raise per_coordinate_error(owner, reason)
     return own_terms
 
 

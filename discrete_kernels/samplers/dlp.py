@@ -581,6 +581,16 @@ class DMALA(DLPSampler):
             )
         object.__setattr__(self, "per_coordinate_mh", per_coordinate)
 
+    @property
+    def per_coordinate(self) -> bool:
+        return self.per_coordinate_mh
+
+    @property
+    def auto_exact(self) -> bool:
+        """False with ``per_coordinate_mh``: its sites take gradients only (a table's rows
+        would mix the log densities of the two states a step leaves coordinates in)."""
+        return super().auto_exact and not self.per_coordinate_mh
+
     def adapt_init(self, like, num_warmup, sites, flat_dim, control: ControlFlow) -> StepSizeState:
         return step_size_state(like, self.step_size, sites)
 

@@ -277,6 +277,9 @@ def test_options_are_checked():
     with pytest.raises((ValueError, TypeError), match="per_coordinate_mh"):
         dk.dlp.DMALA(per_coordinate_mh="yes")
     spec = dk.dlp.DMALA(per_coordinate_mh=True)
+    # gradients only: no automatic switch to exact tables, and a model (its plates) needed
+    assert spec.per_coordinate and spec.needs_plates and not spec.auto_exact
+    assert dk.dlp.DMALA().auto_exact and not dk.dlp.DMALA().needs_plates
     sites, local_fn, states = make_target("bounded")
     chain = spec.init(states[0], local_fn)
     shapes = spec.noise_shapes(sites, [np.shape(v) for v in states[0]])
