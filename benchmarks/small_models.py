@@ -372,7 +372,7 @@ def pyro_rows(quick: bool, repeats: int) -> list[dict]:
     def kernel(mode: str) -> tuple[Any, dict]:
         """A set-up ``px.DMALA`` and its start, on the model or its potential."""
         pyro.set_rng_seed(0)
-        if mode == "model":
+        if mode in ("model", "model_unvalidated"):
             k = px.DMALA(model, step_size=STEP_SIZE, adapt_step_size=False)
         else:
             k = px.DMALA(
@@ -382,16 +382,9 @@ def pyro_rows(quick: bool, repeats: int) -> list[dict]:
                 adapt_step_size=False,
             )
             k.initial_params = {"x": (torch.rand(d) < 0.5).float()}
-        k.setup(0)
+        with pyro.validation_enabled(mode != "model_unvalidated"):
+            k.setup(0)
         return k, dict(k.initial_params)
-
-    def per_step(advance: Callable, state: Any, num_steps: int) -> float:
-        for _ in range(5):
-            state = advance(state)
-        start = time.perf_counter()
-        for _ in range(num_steps):
-            state = advance(state)
-        return (time.perf_counter() - start) / num_steps
 
     def pyro_mcmc(num_steps: int) -> float:
         pyro.set_rng_seed(0)
@@ -401,20 +394,44 @@ def pyro_rows(quick: bool, repeats: int) -> list[dict]:
         mcmc.run()
         return (time.perf_counter() - start) / num_steps
 
-    num_steps = 300 if quick else 3000
-    timings: dict[str, list[float]] = {}
-    for _ in range(repeats):  # interleaved
-        timings.setdefault("torch", []).append(per_step(torch_step, torch_start(), num_steps))
-        for mode in ("potential", "model"):
-            k, params = kernel(mode)
-            timings.setdefault(mode, []).append(per_step(k.sample, params, num_steps))
-        timings.setdefault("mcmc", []).append(pyro_mcmc(num_steps))
-    row = {k: float(np.median(v)) for k, v in timings.items()}
-    row["ops_torch"] = aten_operations_per_step(torch_step, torch_start())
-    for mode in ("potential", "model"):
+    # the loops advance in turn, a block of steps each, so that drifts of the machine's speed
+    # fall on all of them alike; per loop the median of its blocks
+    modes = ("potential", "model", "model_unvalidated")
+    loops: dict[str, tuple[Callable, Any]] = {"torch": (torch_step, torch_start())}
+    for mode in modes:
         k, params = kernel(mode)
-        row[f"ops_{mode}"] = aten_operations_per_step(k.sample, params)
-    row.update(d=d, steps=num_steps)
+        loops[mode] = (k.sample, params)
+    block = 30 if quick else 200
+    rounds = max(3, repeats * (10 if quick else 15))
+    blocks: dict[str, list[float]] = {name: [] for name in loops}
+    states = {name: state for name, (_, state) in loops.items()}
+    for round_index in range(rounds + 1):
+        for name, (advance, _) in loops.items():
+            with pyro.validation_enabled(name != "model_unvalidated"):
+                state = states[name]
+                start = time.perf_counter()
+                for _ in range(block):
+                    state = advance(state)
+                seconds = (time.perf_counter() - start) / block
+            states[name] = state
+            if round_index:  # the first round warms up
+                blocks[name].append(seconds)
+    row: dict[str, Any] = {name: float(np.median(v)) for name, v in blocks.items()}
+    row["ratio_spread"] = {
+        name: (
+            float(np.percentile(np.divide(blocks[name], blocks["torch"]), 25)),
+            float(np.percentile(np.divide(blocks[name], blocks["torch"]), 75)),
+        )
+        for name in modes
+    }
+    num_steps = 300 if quick else 3000
+    row["mcmc"] = float(np.median([pyro_mcmc(num_steps) for _ in range(repeats)]))
+    row["ops_torch"] = aten_operations_per_step(torch_step, torch_start())
+    for mode in modes:
+        k, params = kernel(mode)
+        with pyro.validation_enabled(mode != "model_unvalidated"):
+            row[f"ops_{mode}"] = aten_operations_per_step(k.sample, params)
+    row.update(d=d, steps=block * rounds, block=block)
     print(row, flush=True)
     return [row]
 
@@ -546,10 +563,15 @@ def report(
         "",
         "### Pyro: one chain of the 20x20 dense model",
         "",
-        "µs per step, steady state, torch with one thread; operations: torch operations "
+        "µs per step, steady state, torch with one thread: the loops advance in turn, a block "
+        "of steps each, and each loop's µs/step is the median over its blocks; the ratio is "
+        "that of the medians, with the quartiles of the block-by-block ratios in brackets "
+        "(`pyro.infer.MCMC`: the median of whole runs). Operations: torch operations "
         "dispatched per step (forward and backward), a count that load does not disturb. "
         "The plain loop evaluates the log density directly; `potential_fn` mode gives the "
-        "driver the same function, model mode evaluates it through Pyro's trace.",
+        "driver the same function (the potential, its negative), model mode evaluates it "
+        "through Pyro's trace, with Pyro's validation on (its default: argument, support and "
+        "NaN checks at every evaluation, each a read of a tensor on the host) or off.",
         "",
         "| loop | µs/step | ratio to the plain torch loop | operations per step |",
         "| --- | --- | --- | --- |",
@@ -559,10 +581,18 @@ def report(
             ("plain torch loop of the same update", "torch", "ops_torch"),
             ("`px.DMALA(potential_fn=...).sample` in a loop", "potential", "ops_potential"),
             ("`px.DMALA(model).sample` in a loop", "model", "ops_model"),
+            (
+                "`px.DMALA(model).sample` in a loop, `pyro.enable_validation(False)`",
+                "model_unvalidated",
+                "ops_model_unvalidated",
+            ),
             ("`pyro.infer.MCMC(px.DMALA(model))`", "mcmc", "ops_model"),
         ):
+            spread = r["ratio_spread"].get(key)
+            quartiles = "" if spread is None else f" ({spread[0]:.2f}-{spread[1]:.2f})"
             lines.append(
-                f"| {label} | {1e6 * r[key]:.1f} | {r[key] / r['torch']:.2f}x | {r[ops]:.0f} |"
+                f"| {label} | {1e6 * r[key]:.1f} | {r[key] / r['torch']:.2f}x{quartiles} "
+                f"| {r[ops]:.0f} |"
             )
     if profile:
         p = profile

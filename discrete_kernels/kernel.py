@@ -32,7 +32,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NamedTuple
 
-from ._xp import Array, array_namespace, python_loop
+from ._xp import Array, array_namespace, nan_to, python_loop, sum_of
 from .domains import Domain
 from .sites import check_windowed_sites
 from .validation import check_exact_table_memory
@@ -238,40 +238,40 @@ def mh_log_ratio(
     A proposal whose log density is not finite (NaN, ``+inf`` or ``-inf``), whose forward
     probability is zero or NaN (drawn from a table with no usable entry) or whose ratio is
     NaN gets ``-inf``: it is rejected and never enters the chain. (The kernels refuse start
-    values of zero probability at setup, so ``f(x)`` is finite.) Scalar arrays in and out.
+    values of zero probability at setup, so ``f(x)`` is finite; where a ``Gibbs`` block's
+    new conditioning gives it ``-inf``, a usable proposal gets ``+inf`` and moves.) Scalar
+    arrays in and out.
     """
     xp = array_namespace(log_density_y)
-    log_ratio = log_density_y - log_density_x + log_q_reverse - log_q_forward
-    # v - v is 0 for a finite v and NaN otherwise: adding it for f(y) and log q(y | x) leaves a
-    # usable ratio unchanged (+0 is exact) and makes an unusable one NaN, in fewer operations
-    # than isfinite (three eager torch operations each, at one chain a GPU launch each)
-    log_ratio = log_ratio + (log_density_y - log_density_y) + (log_q_forward - log_q_forward)
-    return xp.where(xp.isnan(log_ratio), xp.full_like(log_ratio, -xp.inf), log_ratio)
+    log_ratio = (log_density_y - log_density_x) + (log_q_reverse - log_q_forward)
+    # g - g is 0 for a finite g and NaN otherwise, and g = f(y) + log q(y | x) is finite only
+    # when both are: adding it leaves a usable ratio unchanged (+0 is exact) and makes an
+    # unusable one NaN, in fewer operations than isfinite (three eager torch operations each,
+    # at one chain a GPU launch each)
+    guard = log_density_y + log_q_forward
+    log_ratio = log_ratio + (guard - guard)
+    return nan_to(log_ratio, -xp.inf)
 
 
 def accept_probability(log_ratio: Array) -> Array:
     """``min(1, exp(log A))``, elementwise; 0 for ``log A = -inf``."""
     xp = array_namespace(log_ratio)
-    return xp.exp(xp.minimum(log_ratio, xp.zeros_like(log_ratio)))
+    return xp.exp(xp.clip(log_ratio, max=0.0))
 
 
 def metropolis_accept(log_ratio: Array, uniform: Array) -> Array:
-    """Accept when ``log u < log A`` for ``u`` uniform in [0, 1); never for ``log A = -inf``."""
+    """Accept when ``log u < log A`` for ``u`` uniform in [0, 1); never for ``log A = -inf``
+    (``log u >= -inf``) nor for a NaN ``log A`` (comparisons with NaN are false)."""
     xp = array_namespace(log_ratio)
-    return (xp.log(uniform) < log_ratio) & (log_ratio > -xp.inf)
+    return xp.log(uniform) < log_ratio
 
 
 def hamming_distance(xs: Sequence[Array], ys: Sequence[Array], like: Array) -> Array:
     """Number of coordinates that differ between two tuples of leaves (scalar, in ``like``'s
     dtype and on its device)."""
     xp = array_namespace(like)
-    counts = [xp.sum(xp.astype(x != y, like.dtype)) for x, y in zip(xs, ys)]
-    if not counts:
-        return xp.zeros_like(like)
-    total = counts[0]  # 0 + count is count: the sum starts at the first leaf's
-    for count in counts[1:]:
-        total = total + count
-    return total
+    counts = [xp.sum(x != y, dtype=like.dtype) for x, y in zip(xs, ys)]
+    return sum_of(counts) if counts else xp.zeros_like(like)
 
 
 def _select(accept: Array, new: ChainState, old: ChainState) -> ChainState:
@@ -297,11 +297,14 @@ def mh_finish(
     array when decided at run time, as in ACS's burn-in)."""
     xp = array_namespace(state.log_density)
     log_ratio = mh_log_ratio(state.log_density, proposal.log_density, log_q_forward, log_q_reverse)
-    usable = log_ratio > -xp.inf
-    if isinstance(metropolis, bool):
-        accept = metropolis_accept(log_ratio, accept_uniform) if metropolis else usable
+    if isinstance(metropolis, bool) and metropolis:
+        accept = metropolis_accept(log_ratio, accept_uniform)
     else:
-        accept = xp.where(metropolis, metropolis_accept(log_ratio, accept_uniform), usable)
+        usable = log_ratio > -xp.inf
+        if isinstance(metropolis, bool):
+            accept = usable
+        else:
+            accept = xp.where(metropolis, metropolis_accept(log_ratio, accept_uniform), usable)
     distance = hamming_distance(state.x, proposal.x, state.log_density)
     info = StepInfo(accept_probability(log_ratio), accept & (distance > 0), distance)
     return _select(accept, proposal, state), info
@@ -364,7 +367,7 @@ def mh_finish_per_coordinate(
         # as in mh_log_ratio: a non-finite change or forward probability makes the ratio NaN,
         # and a NaN ratio refuses that coordinate only
         log_ratio = change + rev - fwd + (change - change) + (fwd - fwd)
-        log_ratio = xp.where(xp.isnan(log_ratio), xp.full_like(log_ratio, -xp.inf), log_ratio)
+        log_ratio = nan_to(log_ratio, -xp.inf)
         differs = y != x
         accept = metropolis_accept(log_ratio, u) & differs
         xs.append(xp.where(accept, y, x))

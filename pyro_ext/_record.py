@@ -21,9 +21,11 @@ LOG_EVERY = 50  # steps between two refreshes of the progress-bar text (one host
 
 
 def _scalar(value: Any, like: torch.Tensor) -> torch.Tensor:
-    """``value`` as a 0-dim tensor of ``like``'s dtype and device (no copy when it is one)."""
-    if isinstance(value, torch.Tensor) and value.dtype == like.dtype and value.ndim == 0:
-        return value
+    """``value`` as a 0-dim tensor of ``like``'s dtype (a 0-dim tensor stays where it is: the
+    statistics of a step live on the chain's device; anything else is put on ``like``'s)."""
+    if isinstance(value, torch.Tensor) and value.ndim == 0:
+        # a cast before the stack: torch.stack's own promotion costs more than the cast
+        return value if value.dtype == like.dtype else value.to(like.dtype)
     return torch.as_tensor(value, device=like.device).to(like.dtype).reshape(())
 
 

@@ -198,11 +198,36 @@ def model_log_density(model: Callable, args: tuple, kwargs: dict) -> Callable[[d
     return log_density
 
 
-def potential_log_density(potential_fn: Callable) -> Callable[[dict], Any]:
-    def log_density(values: dict) -> torch.Tensor:
-        return -potential_fn(values)
+class NegatedPotential:
+    """``values -> -potential_fn(values)``, the log density of a potential; :func:`make_local_fn`
+    differentiates ``potential_fn`` itself, seeding its backward pass with -1 (two eager
+    operations fewer per step than negating before and after)."""
 
-    return log_density
+    def __init__(self, potential_fn: Callable) -> None:
+        self.potential_fn = potential_fn
+
+    def __call__(self, values: Values) -> torch.Tensor:
+        return -self.potential_fn(values)
+
+
+def potential_log_density(potential_fn: Callable) -> Callable[[dict], Any]:
+    return NegatedPotential(potential_fn)
+
+
+class _GradientSeeds:
+    """The 0-dim tensors (1 or -1) that start a backward pass, one per dtype, device and sign,
+    made once: ``torch.autograd.grad`` would otherwise make its ``ones_like`` at every call."""
+
+    def __init__(self) -> None:
+        self._seeds: dict = {}
+
+    def __call__(self, like: torch.Tensor, sign: float) -> torch.Tensor:
+        key = (like.dtype, like.device, like.shape, sign)
+        seed = self._seeds.get(key)
+        if seed is None:
+            seed = torch.full(like.shape, sign, dtype=like.dtype, device=like.device)
+            self._seeds[key] = seed
+        return seed
 
 
 def make_local_fn(
@@ -218,6 +243,8 @@ def make_local_fn(
     their ``S`` values, every coordinate at once (:func:`plate_table`).
     """
     element_terms = {} if element_terms is None else element_terms
+    negated = log_density.potential_fn if isinstance(log_density, NegatedPotential) else None
+    seeds = _GradientSeeds()
 
     def user_values(leaves: tuple, replaced: dict) -> Values:
         values = {}
@@ -225,24 +252,42 @@ def make_local_fn(
             values[spec.name] = replaced[j] if j in replaced else to_user(spec, x)
         return values
 
+    # which leaves take which local information, decided once (the step calls local_fn twice)
+    differentiable = (GRADIENT, ONE_HOT_GRADIENT)
+    differentiated = [j for j, spec in enumerate(specs) if spec.mode in differentiable]
+    tabulated = any(spec.mode in (PLATE, EXACT) for spec in specs)
+
     def local_fn(leaves: tuple) -> tuple[torch.Tensor, tuple]:
         diff = {}
-        for j, (spec, x) in enumerate(zip(specs, leaves)):
+        for j in differentiated:
+            spec, x = specs[j], leaves[j]
             if spec.mode == GRADIENT:
                 value = x.detach()
                 if not value.is_floating_point():
                     value = value.to(torch.get_default_dtype())
-            elif spec.mode == ONE_HOT_GRADIENT:
-                value = to_user(spec, x)
             else:
-                continue
+                value = to_user(spec, x)
             diff[j] = value.requires_grad_(True)
         with torch.enable_grad():
-            f = log_density(user_values(leaves, diff))
-            grads = torch.autograd.grad(f, list(diff.values()), allow_unused=True) if diff else ()
+            # f: the log density, detached
+            if diff and negated is not None:  # differentiate the potential, negated in the seed
+                potential = negated(user_values(leaves, diff))
+                with torch.no_grad():  # one operation, no graph (-potential.detach() is two)
+                    f = -potential
+                seed = seeds(potential, -1.0)
+                grads = torch.autograd.grad(potential, list(diff.values()), seed, allow_unused=True)
+            else:
+                f = log_density(user_values(leaves, diff))
+                grads = ()
+                if diff:
+                    seed = seeds(f, 1.0)
+                    grads = torch.autograd.grad(f, list(diff.values()), seed, allow_unused=True)
+                f = f.detach()
         locals_: list = [None] * len(specs)
         for (j, value), g in zip(diff.items(), grads):
-            locals_[j] = torch.zeros_like(value) if g is None else g.detach()
+            locals_[j] = torch.zeros_like(value) if g is None else g  # no graph: create_graph off
+        if not tabulated:
+            return f, tuple(locals_)
         with torch.no_grad():
             for j, spec in enumerate(specs):
                 if spec.mode == PLATE:
@@ -262,12 +307,12 @@ def make_local_fn(
                 # the current value of each coordinate needs no evaluation: it is f itself
                 table = torch.stack(
                     [
-                        f.detach() if same else log_density(user_values(leaves, {j: value}))
+                        f if same else log_density(user_values(leaves, {j: value}))
                         for value, same in zip(batch, unchanged.tolist())
                     ]
                 )
                 locals_[j] = table.reshape(tuple(x.shape) + (spec.domain.num_values,))
-        return f.detach(), tuple(locals_)
+        return f, tuple(locals_)
 
     return local_fn
 

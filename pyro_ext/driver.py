@@ -11,7 +11,6 @@ statistics per draw. A kernel class is the driver and a spec, registered in one 
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
@@ -35,20 +34,20 @@ __all__ = ["DiscreteKernel", "draw_noise"]
 
 
 def draw_noise(shapes: NoiseShapes, like: torch.Tensor) -> StepNoise:
-    """One step's noise in a spec's shapes, in ``like``'s dtype and on its device: all
-    uniforms from one flat draw (proposal uniforms per leaf in order, the MH uniform last),
-    then the normals and the permutation if the spec takes them."""
-    sizes = [math.prod(shape) for shape in shapes.uniforms]
-    flat = torch.rand(sum(sizes) + 1, dtype=like.dtype, device=like.device)
-    pieces = flat[:-1].split(sizes)
-    uniforms = tuple(u.reshape(shape) for u, shape in zip(pieces, shapes.uniforms))
+    """One step's noise in a spec's shapes, in ``like``'s dtype and on its device: the
+    proposal uniforms leaf by leaf, the MH uniform, then the normals and the permutation if
+    the spec takes them. One draw per array: eager torch dispatches each view of a shared
+    flat draw as an operation of its own (one leaf: 2 operations instead of 5)."""
+    dtype, device = like.dtype, like.device
+    uniforms = tuple(torch.rand(shape, dtype=dtype, device=device) for shape in shapes.uniforms)
+    accept_uniform = torch.rand((), dtype=dtype, device=device)
     normals = None
     if shapes.num_normals:
-        normals = torch.randn(shapes.num_normals, dtype=like.dtype, device=like.device)
+        normals = torch.randn(shapes.num_normals, dtype=dtype, device=device)
     permutation = None
     if shapes.permutation:  # a Python loop reads it: on the CPU
         permutation = torch.randperm(shapes.permutation, device="cpu")
-    return StepNoise(uniforms, flat[-1], normals, permutation)
+    return StepNoise(uniforms, accept_uniform, normals, permutation)
 
 
 def _conditioned_names(model: Any) -> frozenset:
@@ -107,6 +106,7 @@ class DiscreteKernel(MCMCKernel):
         self._step_record = StepRecord()
         self._log: OrderedDict = OrderedDict()
         self._check: WarmupCheck | None = None  # the warmup's check of gradient sites
+        self._built_local_fn: tuple | None = None  # (setup, its local_fn)
 
     @property
     def spec(self) -> Sampler:
@@ -228,13 +228,20 @@ class DiscreteKernel(MCMCKernel):
         state["_state"] = None  # rebuilt by setup in the worker
         state["_setup"] = None
         state["_phases"] = ()  # closures, rebuilt by setup
+        state["_built_local_fn"] = None
         return state
 
     # ------------------------------------------------------------------ sampling
 
     def _local_fn(self) -> Callable:
-        assert self._setup is not None
-        return self._setup.local_fn(self._spec.uses_locals)
+        """The setup's ``local_fn``, built once per setup (a site switched to exact
+        differences makes a new setup)."""
+        setup = self._setup
+        assert setup is not None
+        cached = self._built_local_fn
+        if cached is None or cached[0] is not setup:
+            cached = self._built_local_fn = (setup, setup.local_fn(self._spec.uses_locals))
+        return cached[1]
 
     def clear_cache(self) -> None:
         """Forget the cached log density and locals (the model's conditioning changed, e.g.
@@ -269,9 +276,10 @@ class DiscreteKernel(MCMCKernel):
         adapt = self._adapt_state
         step_params = spec.parameters(adapt)
         state, info = spec.step(state, noise, step_params, adapt, setup.sites, self._local_fn())
-        control = PYTHON_CONTROL._replace(step=self._t)
-        feedback = Feedback(info, step_params, state, self._t)
-        self._adapt_state = run_phases(self._phases, adapt, feedback, control)
+        if self._phases:
+            control = PYTHON_CONTROL._replace(step=self._t)
+            feedback = Feedback(info, step_params, state, self._t)
+            self._adapt_state = run_phases(self._phases, adapt, feedback, control)
         self._t += 1
         values = {name: getattr(info, name) for name in spec.statistics}
         self._step_record.append({**values, "lp": state.log_density}, setup.like)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._xp import Array, array_namespace
+from .._xp import Array, array_namespace, sum_of
 from ..domains import Domain
 from ..kernel import ChainState, LocalFn, propose
 from .ab_linalg import QuadraticProposal, flatten_leaves, split_flat
@@ -92,7 +92,9 @@ def ab_quadratic_propose(
         )
 
     def log_prob(xs: Sequence[Array], ys: Sequence[Array], logits: list) -> Array:
-        return sum(dlp_leaf_log_prob(d, x, y, lg) for d, x, y, lg in zip(domains, xs, ys, logits))
+        return sum_of(
+            [dlp_leaf_log_prob(d, x, y, lg) for d, x, y, lg in zip(domains, xs, ys, logits)]
+        )
 
     def sample(chain: ChainState, logits: list) -> tuple[tuple, Array]:
         ys = tuple(

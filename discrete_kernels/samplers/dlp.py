@@ -28,6 +28,7 @@ from .._xp import (
     log_softmax,
     masked_sum,
     sigmoid,
+    sum_of,
 )
 from ..domains import Binary, Domain, domain_step_scale, is_windowed
 from ..kernel import (
@@ -92,6 +93,7 @@ def dlp_leaf_logits(
     step_size: Array | float,
     balance: Array | float = 0.5,
     preconditioner: Array | float = 1.0,
+    penalty: Array | None = None,
 ) -> Array:
     """Logits of the DLP for one leaf.
 
@@ -113,6 +115,10 @@ def dlp_leaf_logits(
         ``beta``; 1/2 gives the locally balanced DLP of DULA/DMALA.
     preconditioner : float or array broadcastable to (n...)
         Per-coordinate multiplier of the step size (App. H of the DLP paper).
+    penalty : array, optional
+        A ``Binary`` leaf's ``1 / (2 * step_size * preconditioner)`` where the caller has it
+        (:func:`binary_flip_penalty`; a step takes the logits on both sides, one array instead
+        of one per side); ignored for other domains.
 
     Returns
     -------
@@ -120,25 +126,36 @@ def dlp_leaf_logits(
     """
     xp = array_namespace(local)
     local = finite_local(local, is_table)
-    # the default preconditioner (the number 1.0) costs no operation (eager torch: one each)
-    scale = (
-        step_size
-        if isinstance(preconditioner, float) and preconditioner == 1.0
-        else (step_size * preconditioner)
-    )
     if isinstance(domain, Binary):
         xf = as_float(x, local)
         if is_table:
             at_current = current_mask(domain, x, local)
             delta_flip = masked_sum(~at_current, local) - masked_sum(at_current, local)
         else:
-            delta_flip = local * (1.0 - 2.0 * xf)
-        return balance * delta_flip - 1.0 / (2.0 * scale)
+            delta_flip = local * (xf * -2.0 + 1.0)  # 1 - 2x; eager torch's 1.0 - t is slower
+        if penalty is None:
+            penalty = binary_flip_penalty(step_size, preconditioner)
+        return balance * delta_flip - penalty
+    scale = _scaled_step(step_size, preconditioner)
     delta = local_delta(domain, x, local, is_table)
     dist2 = squared_distance(domain, x, local)
     scale = xp.asarray(scale, dtype=local.dtype, device=_device(local))
     logits = balance * delta - dist2 / (2.0 * scale[..., None] if scale.ndim else 2.0 * scale)
     return mask_invalid(domain, logits, x)
+
+
+def _scaled_step(step_size: Array | float, preconditioner: Array | float) -> Array | float:
+    # the default preconditioner (the number 1.0) costs no operation (eager torch: one each)
+    if isinstance(preconditioner, float) and preconditioner == 1.0:
+        return step_size
+    return step_size * preconditioner
+
+
+def binary_flip_penalty(step_size: Array | float, preconditioner: Array | float = 1.0) -> Array:
+    """``1 / (2 * step_size * preconditioner)``, the cost in nats a ``Binary`` leaf's DLP
+    logit charges for a flip (its squared distance is 1). Written ``0.5 / scale``: the same
+    to the last bit (halving is exact), in one operation fewer."""
+    return 0.5 / _scaled_step(step_size, preconditioner)
 
 
 def dlp_noise_shapes(
@@ -234,11 +251,22 @@ def dlp_propose(
     Arguments as in :func:`dlp_step`; the proposal carries ``f`` and locals at ``y``.
     """
     scales = _per_leaf(preconditioner, len(domains), 1.0)
+    # both sides' logits charge the same flip penalty: computed once per step (per leaf with
+    # a preconditioner of its own)
+    shared = binary_flip_penalty(step_size) if any(isinstance(d, Binary) for d in domains) else None
+    penalties = [
+        None
+        if not isinstance(d, Binary)
+        else (shared if isinstance(p, float) and p == 1.0 else binary_flip_penalty(step_size, p))
+        for d, p in zip(domains, scales)
+    ]
 
     def logits_at(chain: ChainState, origin: ChainState | None) -> list:
         return [
-            dlp_leaf_logits(d, x, loc, t, step_size, balance, p)
-            for d, x, loc, t, p in zip(domains, chain.x, chain.local, is_table, scales)
+            dlp_leaf_logits(d, x, loc, t, step_size, balance, p, penalty)
+            for d, x, loc, t, p, penalty in zip(
+                domains, chain.x, chain.local, is_table, scales, penalties
+            )
         ]
 
     def sample(chain: ChainState, logits: list) -> tuple[tuple, Array]:
@@ -249,7 +277,9 @@ def dlp_propose(
         return ys, log_prob(chain.x, ys, logits)
 
     def log_prob(xs: Sequence[Array], ys: Sequence[Array], logits: list) -> Array:
-        return sum(dlp_leaf_log_prob(d, x, y, lg) for d, x, y, lg in zip(domains, xs, ys, logits))
+        return sum_of(
+            [dlp_leaf_log_prob(d, x, y, lg) for d, x, y, lg in zip(domains, xs, ys, logits)]
+        )
 
     return propose(state, local_fn, logits_at, sample, log_prob)
 
@@ -437,12 +467,14 @@ class DLPInfo(NamedTuple):
 
 class StepSizeState(NamedTuple):
     """Adaptation state of the DLP samplers and GWG: the **step_size** of the next draw,
-    **dual_averaging** of its log, and **max_step_size**, the upper end of the adapted range
-    (:func:`discrete_kernels.warmup.dlp_step_size_bounds`)."""
+    **dual_averaging** of its log, **max_step_size**, the upper end of the adapted range
+    (:func:`discrete_kernels.warmup.dlp_step_size_bounds`), and the constant **balance**
+    1/2 (an array made once: eager torch would make it at every step)."""
 
     step_size: Array
     dual_averaging: DualAveragingState
     max_step_size: Array
+    balance: Array
 
 
 class DLPSampler(Sampler):
@@ -511,7 +543,7 @@ def step_size_state(like: Array, step_size: float, sites: Sites) -> StepSizeStat
     xp = array_namespace(like)
     step = xp.full_like(like, step_size)
     high = xp.full_like(like, dlp_step_size_bounds(domain_step_scale(sites.domains))[1])
-    return StepSizeState(step, dual_averaging_init(step), high)
+    return StepSizeState(step, dual_averaging_init(step), high, xp.full_like(like, 0.5))
 
 
 def step_size_phase(num_warmup: int, target_accept_prob: float) -> Phase:
@@ -600,9 +632,7 @@ class DMALA(DLPSampler):
         return (step_size_phase(num_warmup, self.target_accept_prob),)
 
     def parameters(self, adapt_state: StepSizeState) -> StepParameters:
-        xp = array_namespace(adapt_state.step_size)
-        half = xp.full_like(adapt_state.step_size, 0.5)
-        return StepParameters(adapt_state.step_size, half, self.metropolis)
+        return StepParameters(adapt_state.step_size, adapt_state.balance, self.metropolis)
 
     def check_coupling(self, kernel_hint: str) -> None:
         if not self.metropolis:

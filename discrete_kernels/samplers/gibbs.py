@@ -21,7 +21,14 @@ from typing import ClassVar
 
 from array_api_compat import device as _device
 
-from .._xp import Array, array_namespace, categorical_from_uniform, logsumexp, masked_sum
+from .._xp import (
+    Array,
+    array_namespace,
+    categorical_from_uniform,
+    logsumexp,
+    masked_sum,
+    nan_to,
+)
 from ..domains import Domain, Ordinal, as_finite
 from ..kernel import (
     ChainState,
@@ -109,7 +116,7 @@ def gibbs_site_proposal(
         log_ratio = xp.zeros_like(w_current)
     same = proposal == current
     log_ratio = xp.where(same, xp.zeros_like(log_ratio), log_ratio)
-    log_ratio = xp.where(xp.isnan(log_ratio), xp.full_like(log_ratio, -xp.inf), log_ratio)
+    log_ratio = nan_to(log_ratio, -xp.inf)
     return proposal, log_ratio
 
 

@@ -213,9 +213,7 @@ class GWG(DLPSampler):
         return step_size_state(like, math.inf if self.step_size is None else self.step_size, sites)
 
     def parameters(self, adapt_state: StepSizeState) -> StepParameters:
-        xp = array_namespace(adapt_state.step_size)
-        half = xp.full_like(adapt_state.step_size, 0.5)  # not 0 * step: the step may be inf
-        return StepParameters(adapt_state.step_size, half, True)
+        return StepParameters(adapt_state.step_size, adapt_state.balance, True)
 
     def step(self, chain, noise, params, adapt_state, sites, local_fn):
         chain, info = gwg_step(

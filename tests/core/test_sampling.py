@@ -107,7 +107,7 @@ def _dual_averaging(accept_prob, draws, num_warmup=100):
     phase = dk.warmup.dual_averaging_phase(
         0, num_warmup, dk.warmup.StepSizeAdaptation(), lambda state, feedback: feedback.info
     )
-    state = dk.dlp.StepSizeState(np.float64(1.0), None, None)
+    state = dk.dlp.StepSizeState(np.float64(1.0), None, None, np.float64(0.5))
     state = dk.warmup.start_phases([phase], state)
     for i in range(draws):
         feedback = dk.warmup.Feedback(np.float64(accept_prob), None, None, np.int32(i))

@@ -1,0 +1,82 @@
+"""What a Pyro DMALA step costs beyond the user's log density and its gradient, counted in torch
+operations (eager torch dispatches each one separately: on a small model the count, not the
+arithmetic, sets a step's time; issue 36). A count is deterministic, unlike a timing: these
+budgets fail when a change adds operations to every step, and are lowered when one removes
+them."""
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import pyro_ext as px
+
+pytestmark = pytest.mark.cpu_only
+
+D = 16
+
+#: operations of one ``px.DMALA(potential_fn=...).sample`` beyond one evaluation of the
+#: potential with its gradient (the floor below, which adds 2 to use the gradient): the
+#: noise, both sides' logits with one flip penalty, the proposal, both sides' log q, the MH
+#: ratio and decision, the statistics, the selection, the step's record, detaching; 48.2
+#: when set (the first step makes the cached backward seed), 70 before issue 36's cuts
+POTENTIAL_BUDGET = 49
+
+
+def _operations(advance, state, steps: int = 5) -> float:
+    class Count(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        for _ in range(steps):
+            state = advance(state)
+    return Count.calls / steps
+
+
+def _potential(values: dict) -> torch.Tensor:
+    s = 2.0 * values["x"] - 1.0
+    return -(0.1 * s[:-1] * s[1:]).sum()
+
+
+def test_potential_mode_step_stays_within_its_operation_budget():
+    torch.manual_seed(0)
+    kernel = px.DMALA(
+        potential_fn=_potential, domain=px.Binary(), step_size=0.2, adapt_step_size=False
+    )
+    kernel.initial_params = {"x": (torch.rand(D) < 0.5).float()}
+    kernel.setup(0)
+    params = dict(kernel.initial_params)
+
+    def value_and_grad(x: torch.Tensor) -> torch.Tensor:
+        x = x.detach().requires_grad_()
+        (g,) = torch.autograd.grad(_potential({"x": x}), x)
+        return x + 0.0 * g
+
+    floor = _operations(value_and_grad, params["x"])
+    step = _operations(kernel.sample, params)
+    assert step - floor <= POTENTIAL_BUDGET, (step, floor)
+    # the cached seed and the negated potential: no ones_like and no extra negation
+    assert step - floor >= POTENTIAL_BUDGET - 4, "budget too loose: lower it"
+
+
+def test_negated_potential_gives_the_log_density_and_its_gradient():
+    """The potential is differentiated with a -1 seed instead of negated twice: the same log
+    density and gradient as differentiating ``-potential`` directly."""
+    from discrete_kernels.sites import GRADIENT, LeafSpec
+    from pyro_ext._target import make_local_fn, potential_log_density
+
+    spec = LeafSpec("x", px.Binary(), GRADIENT)
+    local_fn = make_local_fn(potential_log_density(_potential), (spec,))
+    x = (torch.arange(D) % 3 == 0).float()
+    f, (g,) = local_fn((x,))
+    y = x.clone().requires_grad_()
+    expected = -_potential({"x": y})
+    (expected_g,) = torch.autograd.grad(expected, y)
+    assert not f.requires_grad
+    torch.testing.assert_close(f, expected.detach())
+    torch.testing.assert_close(g, expected_g)
+    f2, (g2,) = local_fn((x,))  # the cached seed again
+    torch.testing.assert_close(g2, expected_g)
