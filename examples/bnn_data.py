@@ -8,7 +8,7 @@ the examples run offline, and the summaries and table both scripts print.
 labelled odd or even (classification). ``load("synthetic")``: 12,500 rows of
 ``sklearn.datasets.make_classification`` (20 features, 10 of them informative, 5% of the labels
 flipped; generated, not downloaded: scikit-learn bundles no real data set with 10,000 rows), for
-minibatches. Features are
+minibatches; ``load("synthetic", rows=62_500)`` draws more rows of the same kind. Features are
 standardised with the training rows' mean and standard deviation,
 regression targets too (``target_scale`` converts an error back to the data's units). The rows
 are split 80 / 20 into training and test sets, as in App. I.5 of Zhang et al. (2022).
@@ -50,9 +50,9 @@ class Data:
         return self.x_train.shape[1] * hidden + hidden
 
 
-def load(name: str, seed: int = 0) -> Data:
+def load(name: str, seed: int = 0, rows: int = 12_500) -> Data:
     """Load ``name`` ("breast_cancer", "diabetes", "digits" or "synthetic"), split 80 / 20 with
-    ``seed``."""
+    ``seed``; ``rows``: how many rows "synthetic" generates (the others ignore it)."""
     from sklearn.datasets import (
         load_breast_cancer,
         load_diabetes,
@@ -63,7 +63,7 @@ def load(name: str, seed: int = 0) -> Data:
 
     def synthetic() -> Bunch:
         x, y = make_classification(
-            n_samples=12_500, n_features=20, n_informative=10, flip_y=0.05, random_state=0
+            n_samples=rows, n_features=20, n_informative=10, flip_y=0.05, random_state=0
         )
         return Bunch(data=x, target=y)
 
