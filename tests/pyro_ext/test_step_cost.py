@@ -4,11 +4,16 @@ arithmetic, sets a step's time; issue 36). A count is deterministic, unlike a ti
 budgets fail when a change adds operations to every step, and are lowered when one removes
 them."""
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import pyro_ext as px
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from device_step import aten_operations_per_step as _operations  # noqa: E402
 
 pytestmark = pytest.mark.cpu_only
 
@@ -20,20 +25,6 @@ D = 16
 #: ratio and decision, the statistics, the selection, the step's record, detaching; 48.2
 #: when set (the first step makes the cached backward seed), 70 before issue 36's cuts
 POTENTIAL_BUDGET = 49
-
-
-def _operations(advance, state, steps: int = 5) -> float:
-    class Count(TorchDispatchMode):
-        calls = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            Count.calls += 1
-            return func(*args, **(kwargs or {}))
-
-    with Count():
-        for _ in range(steps):
-            state = advance(state)
-    return Count.calls / steps
 
 
 def _potential(values: dict) -> torch.Tensor:
