@@ -40,6 +40,7 @@ from _common import (  # noqa: E402
     rbm_parameters,
     write_section,
 )
+from _torch_operations import aten_operations_per_step  # noqa: E402
 from scaling import (  # noqa: E402
     STEP_SIZE,
     _compiled_loop,
@@ -164,25 +165,6 @@ def ising_rows(quick: bool) -> list[dict]:
         rows.append(jax_rows(log_density, d, 100, 0.05 if quick else 2.0))
         print(rows[-1], flush=True)
     return rows
-
-
-def aten_operations_per_step(advance, state, steps: int = 10) -> float:
-    """Operations torch dispatches per call of ``state = advance(state)``, forward and
-    backward, views included: a count that needs no GPU of what a GPU launches one by one
-    (eager torch), averaged over ``steps`` calls."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Count(TorchDispatchMode):
-        calls = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            Count.calls += 1
-            return func(*args, **(kwargs or {}))
-
-    with Count():
-        for _ in range(steps):
-            state = advance(state)
-    return Count.calls / steps
 
 
 def pyro_rows(quick: bool) -> list[dict]:

@@ -45,7 +45,7 @@ from _common import (  # noqa: E402
     ratio_under_rule,
     write_section,
 )
-from device_step import aten_operations_per_step  # noqa: E402
+from _torch_operations import aten_operations_per_step  # noqa: E402
 from scaling import floor_step_seconds  # noqa: E402
 
 STEP_SIZE = 0.2

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _common  # noqa: E402
+import _torch_operations  # noqa: E402
 import device_step  # noqa: E402
 import discs  # noqa: E402
 import ising_ess  # noqa: E402
@@ -59,9 +60,9 @@ def test_operation_count_sees_forward_and_backward_operations():
         (grad,) = torch.autograd.grad((x * x).sum(), x)  # mul, sum; backward: ones, 2 muls...
         return (x + grad).detach().requires_grad_()
 
-    count = device_step.aten_operations_per_step(advance, torch.ones(3, requires_grad=True))
+    count = _torch_operations.aten_operations_per_step(advance, torch.ones(3, requires_grad=True))
     assert count >= 5 and count == int(count)  # the backward pass is counted too
-    assert device_step.aten_operations_per_step(lambda t: t * 2 + 1, torch.ones(3)) == 2
+    assert _torch_operations.aten_operations_per_step(lambda t: t * 2 + 1, torch.ones(3)) == 2
 
 
 @pytest.mark.slow

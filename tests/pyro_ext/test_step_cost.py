@@ -13,7 +13,7 @@ import torch
 import pyro_ext as px
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from device_step import aten_operations_per_step as _operations  # noqa: E402
+from _torch_operations import aten_operations_per_step as _operations  # noqa: E402
 
 pytestmark = pytest.mark.cpu_only
 
