@@ -55,6 +55,7 @@ __all__ = [
     "StepNoise",
     "StepParameters",
     "accept_probability",
+    "coordinate_sum",
     "hamming_distance",
     "metropolis_accept",
     "mh_finish",
@@ -133,6 +134,11 @@ class Sites(NamedTuple):
       all the others and its local information depends on its own value only (verified by
       the adapter, which then passes a :class:`LocalFnWithTerms`): the MH decision is made
       coordinate by coordinate (:func:`mh_finish_per_coordinate`).
+    - **chains_in_rows** - every leaf has shape (C, n): row ``c`` is chain ``c``'s leaf, and
+      the C chains step at once without a vectorising transform (eager torch's ``vmap`` pays
+      per operation); the log density, the step's parameters and its statistics then have
+      shape (C, 1), and each chain makes its own MH decision. Only samplers with
+      :attr:`Sampler.steps_chains_in_rows` take it (DMALA, DULA).
     """
 
     names: tuple
@@ -143,6 +149,7 @@ class Sites(NamedTuple):
     sizes: tuple[int, ...] | None = None
     single_site_tables: tuple[bool, ...] | None = None
     per_coordinate_mh: bool = False
+    chains_in_rows: bool = False
 
     @classmethod
     def from_leaves(
@@ -266,11 +273,22 @@ def metropolis_accept(log_ratio: Array, uniform: Array) -> Array:
     return xp.log(uniform) < log_ratio
 
 
-def hamming_distance(xs: Sequence[Array], ys: Sequence[Array], like: Array) -> Array:
+def coordinate_sum(values: Array, chains_in_rows: bool = False, dtype: Any = None) -> Array:
+    """The sum of an array over a leaf's coordinates: over all of it (a scalar), or with
+    ``chains_in_rows`` (:attr:`Sites.chains_in_rows`) over each row, shape (C, 1)."""
+    xp = array_namespace(values)
+    if chains_in_rows:
+        return xp.sum(values, axis=-1, keepdims=True, dtype=dtype)
+    return xp.sum(values, dtype=dtype)
+
+
+def hamming_distance(
+    xs: Sequence[Array], ys: Sequence[Array], like: Array, chains_in_rows: bool = False
+) -> Array:
     """Number of coordinates that differ between two tuples of leaves (scalar, in ``like``'s
-    dtype and on its device)."""
+    dtype and on its device; per chain, shape (C, 1), with ``chains_in_rows``)."""
     xp = array_namespace(like)
-    counts = [xp.sum(x != y, dtype=like.dtype) for x, y in zip(xs, ys)]
+    counts = [coordinate_sum(x != y, chains_in_rows, like.dtype) for x, y in zip(xs, ys)]
     return sum_of(counts) if counts else xp.zeros_like(like)
 
 
@@ -291,10 +309,13 @@ def mh_finish(
     log_q_reverse: Array,
     accept_uniform: Array,
     metropolis: bool | Array,
+    chains_in_rows: bool = False,
 ) -> tuple[ChainState, StepInfo]:
     """MH decision between ``state`` and ``proposal`` from the two proposal log densities;
     ``metropolis=False`` moves unless the proposal's log density or locals are unusable (an
-    array when decided at run time, as in ACS's burn-in)."""
+    array when decided at run time, as in ACS's burn-in). With ``chains_in_rows``
+    (:attr:`Sites.chains_in_rows`) every array of scalars has shape (C, 1): one decision
+    per chain."""
     xp = array_namespace(state.log_density)
     log_ratio = mh_log_ratio(state.log_density, proposal.log_density, log_q_forward, log_q_reverse)
     if isinstance(metropolis, bool) and metropolis:
@@ -305,7 +326,7 @@ def mh_finish(
             accept = usable
         else:
             accept = xp.where(metropolis, metropolis_accept(log_ratio, accept_uniform), usable)
-    distance = hamming_distance(state.x, proposal.x, state.log_density)
+    distance = hamming_distance(state.x, proposal.x, state.log_density, chains_in_rows)
     info = StepInfo(accept_probability(log_ratio), accept & (distance > 0), distance)
     return _select(accept, proposal, state), info
 
@@ -448,6 +469,8 @@ class Sampler:
     - **windowed_domains** - whether the step samples windowed leaves
       (:class:`~discrete_kernels.Integer`: counts, proposed around the current value); the
       others are refused at setup with the kernels that do.
+    - **steps_chains_in_rows** - whether the step takes many chains as the rows of each
+      leaf (:attr:`Sites.chains_in_rows`); the others are vectorised over the chains.
 
     A sampler refuses a model whose plates subsample (a minibatch estimate of the log
     density and its gradient, new at every step) unless :meth:`minibatch_refusal` says
@@ -462,6 +485,7 @@ class Sampler:
     uses_locals: ClassVar[bool] = True
     needs_plate_tables: ClassVar[bool] = False
     windowed_domains: ClassVar[bool] = False
+    steps_chains_in_rows: ClassVar[bool] = False
 
     @property
     def per_coordinate(self) -> bool:
@@ -495,6 +519,12 @@ class Sampler:
         )
         if self.uses_locals:
             check_exact_table_memory(self.name, sites)
+        if sites.chains_in_rows and (not self.steps_chains_in_rows or sites.per_coordinate_mh):
+            raise ValueError(
+                f"{self.name}: its step takes one chain at a time (vectorise it over the "
+                "chains); chains in the rows of one leaf (Sites.chains_in_rows) are for DMALA "
+                "and DULA with one MH decision per chain."
+            )
 
     def minibatch_refusal(self) -> str | None:
         """Why this sampler, with its options, cannot run on a minibatch estimate of the log

@@ -47,7 +47,7 @@ from discrete_kernels.samplers.acs import ACSPCDState
 from discrete_kernels.validation import check_int
 from discrete_kernels.warmup import Feedback, run_phases, start_phases
 
-from .driver import DiscreteKernel, draw_noise
+from .driver import DiscreteKernel
 
 __all__ = [
     "CD",
@@ -269,6 +269,9 @@ def _kernel_steps(
             torch.randn(all_chains, num_steps, shapes.num_normals, dtype=x.dtype, device=x.device)
         )
 
+    if spec.steps_chains_in_rows and schedule is None and not shapes.num_normals:
+        return _steps_in_rows(spec, energy, x, uniforms[0], flat[..., -1], phases, num_warmup)
+
     def one_chain(chain_x, chain_uniforms, chain_accept, chain_normals):
         adapt = start_phases(phases, spec.adapt_init(like, num_warmup, sites, dim, PYTHON_CONTROL))
         chain = spec.init((chain_x,), local_fn)
@@ -295,6 +298,57 @@ def _kernel_steps(
             x.to(torch.long), uniforms, flat[..., -1], normals
         )
     return xs.to(x.dtype), accept.mean(), adapts
+
+
+def _steps_in_rows(
+    spec: dk.Sampler,
+    energy: nn.Module,
+    x: torch.Tensor,
+    uniforms: torch.Tensor,
+    accept_uniforms: torch.Tensor,
+    phases: tuple,
+    num_warmup: int,
+):
+    """:func:`_kernel_steps` for a spec that steps the chains as the rows of one leaf
+    (:attr:`~discrete_kernels.Sites.chains_in_rows`: DMALA, DULA): every operation on the
+    whole (C, d) state at once, one backward pass per step for all chains' input gradients.
+    ``uniforms`` (C, steps, d), ``accept_uniforms`` (C, steps): the noise
+    :func:`_kernel_steps` draws for ``vmap``, so both paths take the same moves."""
+    chains, dim = x.shape
+    sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
+    spec.check_sites(sites, dim)
+    like = torch.ones((chains, 1), dtype=x.dtype, device=x.device)
+
+    def local_fn(leaves: tuple) -> tuple:
+        with torch.enable_grad():  # the input gradient only: the parameters get none
+            z = leaves[0].to(x.dtype).requires_grad_(True)
+            f = -energy(z)
+            (g,) = torch.autograd.grad(f.sum(), z)
+        return f.detach()[:, None], (g,)
+
+    adapt = start_phases(phases, spec.adapt_init(like, num_warmup, sites, dim, PYTHON_CONTROL))
+    chain = spec.init((x.to(torch.long),), local_fn)
+    accept = torch.zeros_like(like)
+    with torch.no_grad():
+        for i in range(uniforms.shape[1]):
+            noise = dk.StepNoise((uniforms[:, i],), accept_uniforms[:, i, None])
+            params = spec.parameters(adapt)
+            chain, info = spec.step(chain, noise, params, adapt, sites, local_fn)
+            control = PYTHON_CONTROL._replace(step=i)
+            adapt = run_phases(phases, adapt, Feedback(info, params, chain, i), control)
+            accept = accept + info.accept_prob
+    accept = accept[:, 0] / uniforms.shape[1]
+    # the adaptation states as vmap's path gives them: shape (C,)
+    adapts = _without_row_axis(adapt) if num_warmup else accept
+    return chain.x[0].to(x.dtype), accept.mean(), adapts
+
+
+def _without_row_axis(value: Any) -> Any:
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple state
+        return type(value)(*(_without_row_axis(v) for v in value))
+    if isinstance(value, torch.Tensor) and value.ndim == 2:
+        return value[:, 0]
+    return value
 
 
 def _acs_pcd_steps(
@@ -384,65 +438,67 @@ class _RBMCoupling:
 
 class _KernelCoupling:
     """Two DMALA chains per data point, coupled per coordinate with a common MH uniform
-    (:func:`discrete_kernels.samplers.dlp.coupled_step`); a Python loop over the pairs."""
+    (:func:`discrete_kernels.samplers.dlp.coupled_step`); the pairs' chains step at once,
+    as the rows of one leaf each (:attr:`~discrete_kernels.Sites.chains_in_rows`)."""
 
     def __init__(self, kernel: DiscreteKernel, energy: nn.Module, batch: torch.Tensor) -> None:
         spec = kernel.spec  # a DMALA spec (check_ucd_coupling, at the start of train)
         dim = batch.shape[-1]
         self.spec, self.batch = spec, batch
-        self.sites = Sites(("x",), (dk.Binary(),), (False,))
-        self.like = torch.ones((), dtype=batch.dtype, device=batch.device)
+        self.sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
+        spec.check_sites(self.sites, dim)
+        self.like = torch.ones((batch.shape[0], 1), dtype=batch.dtype, device=batch.device)
         self.adapt = spec.adapt_init(self.like, 0, self.sites, dim, PYTHON_CONTROL)
         self.params = spec.parameters(self.adapt)
-        self.shapes = spec.noise_shapes(self.sites, [(dim,)])
 
         def local_fn(leaves: tuple) -> tuple:
-            z = leaves[0].to(batch.dtype).detach().requires_grad_(True)
-            f = -energy(z[None])[0]
-            (g,) = torch.autograd.grad(f, z)
-            return f.detach(), (g,)
+            with torch.enable_grad():  # the input gradient only
+                z = leaves[0].to(batch.dtype).detach().requires_grad_(True)
+                f = -energy(z)
+                (g,) = torch.autograd.grad(f.sum(), z)
+            return f.detach()[:, None], (g,)
 
         self.local_fn = local_fn
 
-    def _one(self, chain):
-        return self.spec.step(
-            chain,
-            draw_noise(self.shapes, self.like),
-            self.params,
-            self.adapt,
-            self.sites,
-            self.local_fn,
-        )[0]
+    def _noise(self, rows: int) -> dk.StepNoise:
+        dtype, device = self.batch.dtype, self.batch.device
+        uniforms = torch.rand(rows, self.batch.shape[-1], dtype=dtype, device=device)
+        return dk.StepNoise((uniforms,), torch.rand(rows, 1, dtype=dtype, device=device))
+
+    def _parameters(self, rows: int) -> dk.StepParameters:
+        params = self.params
+        return params._replace(step_size=params.step_size[:rows], balance=params.balance[:rows])
 
     def start(self):
-        eta = [ChainState((x,), *self.local_fn((x,))) for x in self.batch.to(torch.long)]
-        return [self._one(chain) for chain in eta], eta
+        x = self.batch.to(torch.long)
+        eta = self.spec.init((x,), self.local_fn)
+        rows = x.shape[0]
+        xi, _ = self.spec.step(
+            eta, self._noise(rows), self._parameters(rows), None, self.sites, self.local_fn
+        )
+        return xi, eta
 
     def step(self, t: int, xi, eta):
-        pairs = [
-            self.spec.coupled_step(
-                a,
-                b,
-                draw_noise(self.shapes, self.like),
-                self.params,
-                self.adapt,
-                self.sites,
-                self.local_fn,
-            )[:2]
-            for a, b in zip(xi, eta)
-        ]
-        zeros = torch.zeros(len(pairs), dtype=torch.int32, device=self.batch.device)
-        return [p[0] for p in pairs], [p[1] for p in pairs], zeros, zeros.bool()
+        rows = xi.x[0].shape[0]  # the working set (compaction)
+        xi, eta, _, _ = self.spec.coupled_step(
+            xi, eta, self._noise(rows), self._parameters(rows), None, self.sites, self.local_fn
+        )
+        zeros = torch.zeros(rows, dtype=torch.int32, device=self.batch.device)
+        return xi, eta, zeros, zeros.bool()
 
     def same(self, xi, eta) -> torch.Tensor:
         return core.same_state(self.visible(xi), self.visible(eta))
 
     @staticmethod
-    def take(states: list, rows: torch.Tensor) -> list:
-        return [states[i] for i in rows.tolist()]
+    def take(state: ChainState, rows: torch.Tensor) -> ChainState:
+        return ChainState(
+            tuple(x[rows] for x in state.x),
+            state.log_density[rows],
+            tuple(local[rows] for local in state.local),
+        )
 
-    def visible(self, states) -> torch.Tensor:
-        return torch.stack([s.x[0] for s in states]).to(self.batch.dtype)
+    def visible(self, state: ChainState) -> torch.Tensor:
+        return state.x[0].to(self.batch.dtype)
 
 
 def _ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):

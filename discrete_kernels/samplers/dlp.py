@@ -42,6 +42,7 @@ from ..kernel import (
     StepInfo,
     StepNoise,
     StepParameters,
+    coordinate_sum,
     mh_finish,
     mh_finish_per_coordinate,
     propose,
@@ -219,12 +220,13 @@ def dlp_coordinate_log_prob(domain: Domain, x: Array, y: Array, logits: Array) -
     return per_coordinate
 
 
-def dlp_leaf_log_prob(domain: Domain, x: Array, y: Array, logits: Array) -> Array:
+def dlp_leaf_log_prob(
+    domain: Domain, x: Array, y: Array, logits: Array, chains_in_rows: bool = False
+) -> Array:
     """``log q(y | x)`` of a DLP for one leaf: :func:`dlp_coordinate_log_prob` summed over
-    its coordinates (a scalar array; ``-inf`` when some ``y_i`` is outside the window of a
-    windowed leaf)."""
-    xp = array_namespace(logits)
-    return xp.sum(dlp_coordinate_log_prob(domain, x, y, logits))
+    its coordinates (a scalar array, or per chain of shape (C, 1) with ``chains_in_rows``;
+    ``-inf`` when some ``y_i`` is outside the window of a windowed leaf)."""
+    return coordinate_sum(dlp_coordinate_log_prob(domain, x, y, logits), chains_in_rows)
 
 
 def _per_leaf(value: Any, n: int, default: float) -> tuple:
@@ -245,6 +247,7 @@ def dlp_propose(
     step_size: Array | float,
     balance: Array | float = 0.5,
     preconditioner: Sequence[Array | float | None] | None = None,
+    chains_in_rows: bool = False,
 ) -> tuple[ChainState, Array, Array]:
     """Draw a DLP proposal and evaluate it: ``(proposal, log q(y|x), log q(x|y))``.
 
@@ -278,7 +281,10 @@ def dlp_propose(
 
     def log_prob(xs: Sequence[Array], ys: Sequence[Array], logits: list) -> Array:
         return sum_of(
-            [dlp_leaf_log_prob(d, x, y, lg) for d, x, y, lg in zip(domains, xs, ys, logits)]
+            [
+                dlp_leaf_log_prob(d, x, y, lg, chains_in_rows)
+                for d, x, y, lg in zip(domains, xs, ys, logits)
+            ]
         )
 
     return propose(state, local_fn, logits_at, sample, log_prob)
@@ -296,6 +302,7 @@ def dlp_step(
     balance: Array | float = 0.5,
     preconditioner: Sequence[Array | float | None] | None = None,
     metropolis: bool | Array = True,
+    chains_in_rows: bool = False,
 ) -> tuple[ChainState, StepInfo]:
     """One DMALA (``metropolis=True``) or DULA (``metropolis=False``) transition.
 
@@ -314,6 +321,10 @@ def dlp_step(
     preconditioner : per leaf, None or an array broadcastable to the leaf
     metropolis : bool or boolean scalar array
         Whether to apply the MH correction (an array when decided at run time).
+    chains_in_rows : bool
+        The leaves hold C chains in their rows, shape (C, n); ``accept_uniform``, the step
+        size, the balance, the log density and the statistics then have shape (C, 1)
+        (:attr:`~discrete_kernels.Sites.chains_in_rows`).
 
     Returns
     -------
@@ -335,8 +346,11 @@ def dlp_step(
         step_size=step_size,
         balance=balance,
         preconditioner=preconditioner,
+        chains_in_rows=chains_in_rows,
     )
-    return mh_finish(state, proposal, log_q_forward, log_q_reverse, accept_uniform, metropolis)
+    return mh_finish(
+        state, proposal, log_q_forward, log_q_reverse, accept_uniform, metropolis, chains_in_rows
+    )
 
 
 def dlp_step_per_coordinate(
@@ -520,6 +534,7 @@ class DLPSampler(Sampler):
                 noise.uniforms,
                 noise.accept_uniform,
                 metropolis=params.metropolis,
+                chains_in_rows=sites.chains_in_rows,
                 **proposal,
             )
         return chain, DLPInfo(*info, params.step_size, params.balance)
@@ -594,6 +609,7 @@ class DMALA(DLPSampler):
     per_coordinate_mh: bool = False
     metropolis: ClassVar[bool] = True
     name: ClassVar[str] = "DMALA"
+    steps_chains_in_rows: ClassVar[bool] = True
     site_options: ClassVar[tuple[str, ...]] = ("exact_sites", "preconditioner", "window")
     rule: StepSizeAdaptation = field(init=False, repr=False)
 

@@ -106,10 +106,11 @@ def test_other_energies_train_with_a_library_kernel():
     assert np.all(result.history["meeting_time"] >= 1)
 
 
-@pytest.mark.slow  # 60 s of Python loops over chains; the JAX trainer's test runs by default
 def test_ucd_with_coupled_dmala_is_unbiased():
     """The torch trainer's UCD negative phase with coupled DMALA chains: its gradient
-    estimate of the model term averages to the exact ``E_model[grad F]`` of a small RBM."""
+    estimate of the model term averages to the exact ``E_model[grad F]`` of a small RBM.
+    Power (shown by hand): with one DMALA step too many before the coupling starts (the
+    chain ahead two steps ahead of the one behind) it fails at |z| 14.8."""
     torch.manual_seed(0)
     rbm = ebm.RBM(4, 2, scale=0.8)
     params = core.RBMParams(*(p.detach().double() for p in rbm.rbm_params()))
@@ -236,11 +237,16 @@ def test_acs_pcd_runs_the_app_b_schedule():
     assert np.all(np.isfinite(result.history["energy_gap"]))
 
 
-@pytest.mark.parametrize("kernel", [px.GWG(), px.DMALA(step_size=0.7)], ids=["GWG", "DMALA"])
+@pytest.mark.parametrize(
+    "kernel",
+    [px.GWG(), px.DMALA(step_size=0.7), px.DULA(step_size=0.4)],
+    ids=["GWG", "DMALA", "DULA"],
+)
 def test_batched_kernel_steps_equal_the_one_chain_step(kernel):
-    """The trainer's vmapped steps of all chains give, chain by chain, what the spec's
-    one-chain step gives on the same noise (every step's uniforms are drawn at once, (C,
-    steps, ...), then the MH uniform)."""
+    """The trainer's steps of all chains at once (GWG vmapped; DMALA and DULA with the chains
+    in the rows of one leaf) give, chain by chain, what the spec's one-chain step gives on the
+    same noise (every step's uniforms are drawn at once, (C, steps, ...), then the MH
+    uniform)."""
     from discrete_kernels import PYTHON_CONTROL, Binary, ChainState, Sites, StepNoise
 
     torch.manual_seed(0)
@@ -273,6 +279,28 @@ def test_batched_kernel_steps_equal_the_one_chain_step(kernel):
             chain, _ = spec.step(chain, noise, spec.parameters(adapt), adapt, sites, local_fn)
         np.testing.assert_array_equal(batched[c].numpy(), chain.x[0].float().numpy())
     assert not torch.equal(batched, x)  # the chains moved
+
+
+def test_rows_and_vmap_paths_adapt_alike(monkeypatch):
+    """DMALA's steps with the chains in rows equal its vmapped one-chain steps, step-size
+    adaptation included (each chain adapts its own step size)."""
+    from discrete_kernels.samplers.dlp import DMALA
+
+    torch.manual_seed(0)
+    energy = ebm.RBM(8, 4, scale=1.0)
+    x = (torch.rand(6, 8) < 0.5).float()
+    kernel = px.DMALA(step_size=2.0)
+    results = []
+    for in_rows in (True, False):
+        monkeypatch.setattr(DMALA, "steps_chains_in_rows", in_rows)
+        torch.manual_seed(1)
+        results.append(ebm._kernel_steps(kernel, energy, x, 20, num_warmup=20))
+    (rows_x, rows_accept, rows_adapt), (vmap_x, vmap_accept, vmap_adapt) = results
+    np.testing.assert_array_equal(rows_x.numpy(), vmap_x.numpy())
+    np.testing.assert_allclose(float(rows_accept), float(vmap_accept), rtol=1e-5)
+    assert rows_adapt.step_size.shape == vmap_adapt.step_size.shape == (6,)
+    np.testing.assert_allclose(rows_adapt.step_size.numpy(), vmap_adapt.step_size.numpy(), 1e-3)
+    assert float(rows_adapt.step_size.std()) > 0  # adapted chain by chain
 
 
 def test_ucd_steps_only_the_pairs_still_apart(monkeypatch):

@@ -1,0 +1,107 @@
+"""DMALA and DULA with the chains in the rows of one leaf (``Sites.chains_in_rows``): the
+step of C chains at once equals, chain by chain, the one-chain step on the same noise, on
+numpy and torch inputs (the torch cases skip where torch is absent); other samplers refuse."""
+
+import numpy as np
+import pytest
+
+import discrete_kernels as dk
+from discrete_kernels import Sites, StepNoise
+
+CHAINS, DIM, STEPS = 7, 6, 25
+
+
+def _namespace(name):
+    """numpy, or torch through array-api-compat (the core's view of it)."""
+    if name == "torch":
+        pytest.importorskip("torch")
+        from array_api_compat import torch as xp
+
+        return xp
+    return np
+
+
+def _local_fn(xp, weights, bias):
+    """A pairwise binary target ``f(x) = x W x / 2 + b x`` on one chain (shape (n,)) or on
+    chains in rows (shape (C, n), ``f`` of shape (C, 1)), with its gradient; ``f`` is NaN
+    where the first two coordinates are both 1 (an unusable proposal, refused per chain)."""
+
+    def local_fn(leaves):
+        x = xp.astype(leaves[0], weights.dtype)
+        field = x @ weights + bias
+        f = xp.sum(x * (x @ weights), axis=-1, keepdims=True) / 2 + xp.sum(
+            x * bias, axis=-1, keepdims=True
+        )
+        unusable = (x[..., 0:1] == 1) & (x[..., 1:2] == 1)
+        f = xp.where(unusable, xp.full_like(f, float("nan")), f)
+        if x.ndim == 1:
+            f = f[0]
+        return f, (field,)
+
+    return local_fn
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("sampler", [dk.dlp.DMALA(), dk.dlp.DULA()], ids=["DMALA", "DULA"])
+def test_rows_step_equals_the_one_chain_step(sampler, backend):
+    xp = _namespace(backend)
+    rng = np.random.default_rng(0)
+    w = rng.normal(0.0, 0.8, (DIM, DIM)).astype(np.float32)
+    w = (w + w.T) / 2
+    np.fill_diagonal(w, 0.0)
+    b = rng.normal(0.0, 0.5, DIM).astype(np.float32)
+    local_fn = _local_fn(xp, xp.asarray(w), xp.asarray(b))
+    x0 = (rng.uniform(size=(CHAINS, DIM)) < 0.5).astype(np.int64)
+    x0[:, :2] = [1, 0]  # usable starts
+    uniforms = rng.uniform(size=(STEPS, CHAINS, DIM)).astype(np.float32)
+    accepts = rng.uniform(size=(STEPS, CHAINS)).astype(np.float32)
+    # a step size per chain, from small to large (most proposals refused at the top)
+    steps = np.geomspace(0.1, 5.0, CHAINS).astype(np.float32)
+    one = Sites(("x",), (dk.Binary(),), (False,))
+    rows = one._replace(chains_in_rows=True)
+    sampler.check_sites(rows, DIM)
+
+    def params(step_size):
+        return dk.StepParameters(step_size, 0.5 * xp.ones_like(step_size), sampler.metropolis)
+
+    batch = sampler.init((xp.asarray(x0),), local_fn)
+    chains = [sampler.init((xp.asarray(x0[c]),), local_fn) for c in range(CHAINS)]
+    moved, refused_nan = 0, 0
+    for i in range(STEPS):
+        noise = StepNoise((xp.asarray(uniforms[i]),), xp.asarray(accepts[i][:, None]))
+        batch, info = sampler.step(
+            batch, noise, params(xp.asarray(steps[:, None])), None, rows, local_fn
+        )
+        for c in range(CHAINS):
+            noise_c = StepNoise((xp.asarray(uniforms[i, c]),), xp.asarray(accepts[i, c]))
+            chains[c], info_c = sampler.step(
+                chains[c], noise_c, params(xp.asarray(steps[c])), None, one, local_fn
+            )
+            np.testing.assert_array_equal(np.asarray(batch.x[0][c]), np.asarray(chains[c].x[0]))
+            np.testing.assert_allclose(
+                float(batch.log_density[c, 0]), float(chains[c].log_density), rtol=1e-6
+            )
+            np.testing.assert_allclose(
+                np.asarray(batch.local[0][c]), np.asarray(chains[c].local[0]), rtol=1e-6
+            )
+            for name in ("accept_prob", "accepted", "hamming_distance"):
+                got, want = getattr(info, name)[c, 0], getattr(info_c, name)
+                np.testing.assert_allclose(float(got), float(want), rtol=1e-5, err_msg=name)
+            moved += bool(info_c.accepted)
+            refused_nan += bool(info_c.accept_prob == 0 and info_c.hamming_distance > 0)
+        assert info.accept_prob.shape == (CHAINS, 1)
+    # the chains do different things: some move, some proposals are refused
+    assert 0 < moved < CHAINS * STEPS and refused_nan > 0
+    assert np.all(np.isfinite(np.asarray(batch.log_density)))
+
+
+@pytest.mark.parametrize(
+    "sampler",
+    [dk.gwg.GWG(), dk.acs.ACS(), dk.ab.AB(), dk.dlp.DMALA(per_coordinate_mh=True)],
+    ids=["GWG", "ACS", "AB", "DMALA-per-coordinate"],
+)
+def test_other_samplers_refuse_chains_in_rows(sampler):
+    sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
+    sites = sites._replace(per_coordinate_mh=sampler.per_coordinate)
+    with pytest.raises(ValueError, match="one chain at a time"):
+        sampler.check_sites(sites, DIM)
