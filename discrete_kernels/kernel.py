@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 from ._xp import Array, array_namespace, nan_to, python_loop, sum_of
-from .domains import Domain
+from .domains import Binary, Domain
 from .sites import check_windowed_sites
 from .validation import check_exact_table_memory
 
@@ -134,11 +134,12 @@ class Sites(NamedTuple):
       all the others and its local information depends on its own value only (verified by
       the adapter, which then passes a :class:`LocalFnWithTerms`): the MH decision is made
       coordinate by coordinate (:func:`mh_finish_per_coordinate`).
-    - **chains_in_rows** - every leaf has shape (C, n): row ``c`` is chain ``c``'s leaf, and
-      the C chains step at once without a vectorising transform (eager torch's ``vmap`` pays
-      per operation); the log density, the step's parameters and its statistics then have
-      shape (C, 1), and each chain makes its own MH decision. Only samplers with
-      :attr:`Sampler.steps_chains_in_rows` take it (DMALA, DULA).
+    - **chains_in_rows** - every leaf is Binary with a gradient and has shape (C, n): row
+      ``c`` is chain ``c``'s leaf, and the C chains step at once without a vectorising
+      transform (eager torch's ``vmap`` pays per operation); the log density, the step's
+      parameters and its statistics then have shape (C, 1), and each chain makes its own MH
+      decision. Only samplers with :attr:`Sampler.steps_chains_in_rows` take it (DMALA,
+      DULA).
     """
 
     names: tuple
@@ -524,6 +525,19 @@ class Sampler:
                 f"{self.name}: its step takes one chain at a time (vectorise it over the "
                 "chains); chains in the rows of one leaf (Sites.chains_in_rows) are for DMALA "
                 "and DULA with one MH decision per chain."
+            )
+        if sites.chains_in_rows and not all(
+            isinstance(d, Binary) and not t for d, t in zip(sites.domains, sites.is_table)
+        ):
+            # a (C, n, S) table would broadcast a (C, 1) step size along the wrong axis
+            raise ValueError(
+                f"{self.name}: chains in the rows of one leaf (Sites.chains_in_rows) take "
+                "Binary leaves with gradients only, each of shape (C, n); got "
+                + ", ".join(
+                    f"{name!r}: {type(d).__name__}{' (exact table)' if t else ''}"
+                    for name, d, t in zip(sites.names, sites.domains, sites.is_table)
+                )
+                + "."
             )
 
     def minibatch_refusal(self) -> str | None:

@@ -105,3 +105,15 @@ def test_other_samplers_refuse_chains_in_rows(sampler):
     sites = sites._replace(per_coordinate_mh=sampler.per_coordinate)
     with pytest.raises(ValueError, match="one chain at a time"):
         sampler.check_sites(sites, DIM)
+
+
+@pytest.mark.parametrize(
+    ("domain", "is_table"),
+    [(dk.Ordinal(4), False), (dk.Categorical(3), True), (dk.Binary(), True)],
+    ids=["ordinal", "categorical", "binary-table"],
+)
+def test_chains_in_rows_take_binary_gradient_leaves_only(domain, is_table):
+    """A (C, n, S) table would broadcast a (C, 1) step size along the wrong axis: refused."""
+    sites = Sites(("z",), (domain,), (is_table,), chains_in_rows=True)
+    with pytest.raises(ValueError, match="Binary leaves with gradients only.*'z'"):
+        dk.dlp.DMALA().check_sites(sites, DIM)
