@@ -139,7 +139,8 @@ class Sites(NamedTuple):
       transform (eager torch's ``vmap`` pays per operation); the log density, the step's
       parameters and its statistics then have shape (C, 1), and each chain makes its own MH
       decision. Only samplers with :attr:`Sampler.steps_chains_in_rows` take it (DMALA,
-      DULA).
+      DULA, GWG); a scalar of their noise (GWG's move uniform, the MH uniform) has shape
+      (C, 1), a leaf-shaped one (C, n).
     """
 
     names: tuple
@@ -523,8 +524,8 @@ class Sampler:
         if sites.chains_in_rows and (not self.steps_chains_in_rows or sites.per_coordinate_mh):
             raise ValueError(
                 f"{self.name}: its step takes one chain at a time (vectorise it over the "
-                "chains); chains in the rows of one leaf (Sites.chains_in_rows) are for DMALA "
-                "and DULA with one MH decision per chain."
+                "chains); chains in the rows of one leaf (Sites.chains_in_rows) are for DMALA, "
+                "DULA and GWG with one MH decision per chain."
             )
         if sites.chains_in_rows and not all(
             isinstance(d, Binary) and not t for d, t in zip(sites.domains, sites.is_table)

@@ -270,7 +270,7 @@ def _kernel_steps(
         )
 
     if spec.steps_chains_in_rows and schedule is None and not shapes.num_normals:
-        return _steps_in_rows(spec, energy, x, uniforms[0], flat[..., -1], phases, num_warmup)
+        return _steps_in_rows(spec, energy, x, uniforms, flat[..., -1], phases, num_warmup)
 
     def one_chain(chain_x, chain_uniforms, chain_accept, chain_normals):
         adapt = start_phases(phases, spec.adapt_init(like, num_warmup, sites, dim, PYTHON_CONTROL))
@@ -304,16 +304,16 @@ def _steps_in_rows(
     spec: dk.Sampler,
     energy: nn.Module,
     x: torch.Tensor,
-    uniforms: torch.Tensor,
+    uniforms: tuple,
     accept_uniforms: torch.Tensor,
     phases: tuple,
     num_warmup: int,
 ):
     """:func:`_kernel_steps` for a spec that steps the chains as the rows of one leaf
-    (:attr:`~discrete_kernels.Sites.chains_in_rows`: DMALA, DULA): every operation on the
-    whole (C, d) state at once, one backward pass per step for all chains' input gradients.
-    ``uniforms`` (C, steps, d), ``accept_uniforms`` (C, steps): the noise
-    :func:`_kernel_steps` draws for ``vmap``, so both paths take the same moves."""
+    (:attr:`~discrete_kernels.Sites.chains_in_rows`: DMALA, DULA, GWG): every operation on
+    the whole (C, d) state at once, one backward pass per step for all chains' input
+    gradients. ``uniforms`` per noise entry (C, steps, ...), ``accept_uniforms`` (C, steps):
+    the noise :func:`_kernel_steps` draws for ``vmap``, so both paths take the same moves."""
     chains, dim = x.shape
     sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
     spec.check_sites(sites, dim)
@@ -329,15 +329,18 @@ def _steps_in_rows(
     adapt = start_phases(phases, spec.adapt_init(like, num_warmup, sites, dim, PYTHON_CONTROL))
     chain = spec.init((x.to(torch.long),), local_fn)
     accept = torch.zeros_like(like)
+    num_steps = accept_uniforms.shape[1]
     with torch.no_grad():
-        for i in range(uniforms.shape[1]):
-            noise = dk.StepNoise((uniforms[:, i],), accept_uniforms[:, i, None])
+        for i in range(num_steps):
+            # a scalar noise entry (GWG's move uniform) is (C, 1) in rows, as the MH uniform
+            step_uniforms = tuple(u[:, i] if u.ndim > 2 else u[:, i, None] for u in uniforms)
+            noise = dk.StepNoise(step_uniforms, accept_uniforms[:, i, None])
             params = spec.parameters(adapt)
             chain, info = spec.step(chain, noise, params, adapt, sites, local_fn)
             control = PYTHON_CONTROL._replace(step=i)
             adapt = run_phases(phases, adapt, Feedback(info, params, chain, i), control)
             accept = accept + info.accept_prob
-    accept = accept[:, 0] / uniforms.shape[1]
+    accept = accept[:, 0] / num_steps
     # the adaptation states as vmap's path gives them: shape (C,)
     adapts = _without_row_axis(adapt) if num_warmup else accept
     return chain.x[0].to(x.dtype), accept.mean(), adapts

@@ -48,7 +48,8 @@ def gwg_move_logits(
     ``logit[i, v] = balance * delta[i, v] - dist2 / (2 * step_size)`` for ``v != x_i``;
     ``-inf`` at the current value and outside the coordinate's bounds. With
     ``step_size=None`` there is no distance penalty (Grathwohl et al.'s GWG); for binary
-    leaves the penalty is the same for every move and cancels.
+    leaves the penalty is the same for every move and cancels. ``balance`` and ``step_size``
+    broadcast against the table (n..., S): with chains in rows, shape (C, 1, 1).
     """
     xp = array_namespace(local)
     local = finite_local(local, is_table)
@@ -60,10 +61,19 @@ def gwg_move_logits(
     return mask_invalid(domain, logits)
 
 
-def _flat_log_softmax(logits: Sequence[Array]) -> Array:
-    """Log-softmax over all moves of all leaves, flattened and concatenated in leaf order."""
+def _flat_log_softmax(logits: Sequence[Array], chains_in_rows: bool = False) -> Array:
+    """Log-softmax over all moves of all leaves, flattened and concatenated in leaf order:
+    shape (M,), or (C, M) per chain with ``chains_in_rows``."""
     xp = array_namespace(logits[0])
-    return log_softmax(xp.concat([xp.reshape(table, (-1,)) for table in logits]))
+    flat = (-1,) if not chains_in_rows else (logits[0].shape[0], -1)
+    return log_softmax(xp.concat([xp.reshape(table, flat) for table in logits], axis=-1))
+
+
+def _row_scalar(value: Array | float | None) -> Array | float | None:
+    """A per-chain (C, 1) parameter as (C, 1, 1), to broadcast against (C, n, S) tables."""
+    if value is None or isinstance(value, float) or value.ndim != 2:
+        return value
+    return value[..., None]
 
 
 def gwg_sample(
@@ -71,6 +81,7 @@ def gwg_sample(
     xs: Sequence[Array],
     logits: Sequence[Array],
     uniform: Array,
+    chains_in_rows: bool = False,
 ) -> tuple[tuple[Array, ...], Array]:
     """Pick one move among all leaves and apply it.
 
@@ -78,28 +89,36 @@ def gwg_sample(
     ----------
     domains, xs : per leaf
     logits : per leaf, shape (n_j..., S_j), from :func:`gwg_move_logits`
-    uniform : scalar uniform in [0, 1)
+    uniform : scalar uniform in [0, 1) (shape (C, 1) with ``chains_in_rows``)
+    chains_in_rows : bool
+        The leaves hold C chains in their rows (:attr:`~discrete_kernels.Sites.chains_in_rows`):
+        one move per chain.
 
     Returns
     -------
     ys : tuple of arrays, the proposed leaves
-    log_prob : scalar array, ``log q(y | x)``
+    log_prob : scalar array, ``log q(y | x)`` (shape (C, 1) with ``chains_in_rows``)
     """
     xp = array_namespace(logits[0])
-    log_probs = _flat_log_softmax(logits)
-    move = categorical_from_uniform(log_probs, uniform)
-    positions = xp.arange(log_probs.shape[0], device=_device(log_probs))
-    log_prob = masked_sum(positions == move, log_probs, axis=0)
+    log_probs = _flat_log_softmax(logits, chains_in_rows)
+    if chains_in_rows:
+        move = categorical_from_uniform(log_probs, uniform[..., 0])[..., None]  # (C, 1)
+    else:
+        move = categorical_from_uniform(log_probs, uniform)
+    positions = xp.arange(log_probs.shape[-1], device=_device(log_probs))
+    log_prob = masked_sum(positions == move, log_probs, axis=-1)
     ys = []
     offset = 0
+    rows = 1 if chains_in_rows else 0  # leading axes that are not the leaf's own
     for domain, x, table in zip(domains, xs, logits):
-        size = math.prod(table.shape)
-        chosen = xp.reshape(xp.arange(size, device=_device(table)) + offset == move, table.shape)
+        size = math.prod(table.shape[rows:])
+        indices = xp.arange(size, device=_device(table)) + offset
+        chosen = xp.reshape(indices == move, table.shape)
         changed = xp.any(chosen, axis=-1)
         index = xp.argmax(xp.astype(chosen, xp.int32), axis=-1)
         ys.append(xp.where(changed, xp.astype(index + domain.low, x.dtype), x))
         offset += size
-    return tuple(ys), log_prob
+    return tuple(ys), log_prob[..., None] if chains_in_rows else log_prob
 
 
 def gwg_log_prob(
@@ -107,6 +126,7 @@ def gwg_log_prob(
     xs: Sequence[Array],
     ys: Sequence[Array],
     logits: Sequence[Array],
+    chains_in_rows: bool = False,
 ) -> Array:
     """``log q(y | x)`` of the single-coordinate move from ``x`` to ``y`` (exactly one change).
 
@@ -114,16 +134,22 @@ def gwg_log_prob(
     ----------
     domains, xs, ys : per leaf
     logits : per leaf, :func:`gwg_move_logits` evaluated at ``x``
+    chains_in_rows : bool
+        One move per chain, the chains in the leaves' rows.
 
     Returns
     -------
-    scalar array
+    scalar array (shape (C, 1) with ``chains_in_rows``)
     """
     xp = array_namespace(logits[0])
+    flat = (-1,) if not chains_in_rows else (logits[0].shape[0], -1)
     masks = []
     for domain, x, y, table in zip(domains, xs, ys, logits):
-        masks.append(xp.reshape((y != x)[..., None] & current_mask(domain, y, table), (-1,)))
-    return masked_sum(xp.concat(masks), _flat_log_softmax(logits), axis=0)
+        masks.append(xp.reshape((y != x)[..., None] & current_mask(domain, y, table), flat))
+    log_prob = masked_sum(
+        xp.concat(masks, axis=-1), _flat_log_softmax(logits, chains_in_rows), axis=-1
+    )
+    return log_prob[..., None] if chains_in_rows else log_prob
 
 
 def gwg_step(
@@ -136,6 +162,7 @@ def gwg_step(
     is_table: Sequence[bool],
     balance: Array | float = 0.5,
     step_size: Array | float | None = None,
+    chains_in_rows: bool = False,
 ) -> tuple[ChainState, StepInfo]:
     """One Gibbs-with-gradients transition: one coordinate changes, MH corrected.
 
@@ -149,6 +176,10 @@ def gwg_step(
         ``beta`` = 1/2 in Grathwohl et al.
     step_size : scalar or None
         Optional distance penalty for ordinal leaves (see :func:`gwg_move_logits`).
+    chains_in_rows : bool
+        The leaves hold C chains in their rows, shape (C, n); the uniforms, ``balance``,
+        ``step_size``, the log density and the statistics then have shape (C, 1)
+        (:attr:`~discrete_kernels.Sites.chains_in_rows`).
 
     Returns
     -------
@@ -160,9 +191,12 @@ def gwg_step(
         A move or MH uniform that is not a scalar of the state's array library, or a step
         size (given as a number) that is not positive and finite (checked at trace time).
     """
-    check_noise("gwg_step", "the move uniform", move_uniform, (), state.x[0])
-    check_noise("gwg_step", "the MH uniform", accept_uniform, (), state.x[0])
+    scalar = (state.x[0].shape[0], 1) if chains_in_rows else ()
+    check_noise("gwg_step", "the move uniform", move_uniform, scalar, state.x[0])
+    check_noise("gwg_step", "the MH uniform", accept_uniform, scalar, state.x[0])
     check_step_size("gwg_step", "step_size", step_size)
+    if chains_in_rows:  # per-chain parameters against (C, n, S) tables
+        balance, step_size = _row_scalar(balance), _row_scalar(step_size)
 
     def logits_at(chain: ChainState, origin: ChainState | None) -> list:
         return [
@@ -171,13 +205,15 @@ def gwg_step(
         ]
 
     def sample(chain: ChainState, logits: list) -> tuple[tuple, Array]:
-        return gwg_sample(domains, chain.x, logits, move_uniform)
+        return gwg_sample(domains, chain.x, logits, move_uniform, chains_in_rows)
 
     def log_prob(xs: Sequence[Array], ys: Sequence[Array], logits: list) -> Array:
-        return gwg_log_prob(domains, xs, ys, logits)
+        return gwg_log_prob(domains, xs, ys, logits, chains_in_rows)
 
     proposal, log_q_forward, log_q_reverse = propose(state, local_fn, logits_at, sample, log_prob)
-    return mh_finish(state, proposal, log_q_forward, log_q_reverse, accept_uniform, True)
+    return mh_finish(
+        state, proposal, log_q_forward, log_q_reverse, accept_uniform, True, chains_in_rows
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -200,6 +236,7 @@ class GWG(DLPSampler):
     # its move table spans every value of every coordinate; counts need a window per
     # coordinate and a reverse table around the proposal (not built: DMALA does this)
     windowed_domains: ClassVar[bool] = False
+    steps_chains_in_rows: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if self.step_size is not None:
@@ -225,6 +262,7 @@ class GWG(DLPSampler):
             is_table=sites.is_table,
             balance=params.balance,
             step_size=None if self.step_size is None else params.step_size,
+            chains_in_rows=sites.chains_in_rows,
         )
         return chain, DLPInfo(*info, params.step_size, params.balance)
 

@@ -1,4 +1,4 @@
-"""DMALA and DULA with the chains in the rows of one leaf (``Sites.chains_in_rows``): the
+"""DMALA, DULA and GWG with the chains in the rows of one leaf (``Sites.chains_in_rows``): the
 step of C chains at once equals, chain by chain, the one-chain step on the same noise, on
 numpy and torch inputs (the torch cases skip where torch is absent); other samplers refuse."""
 
@@ -42,7 +42,9 @@ def _local_fn(xp, weights, bias):
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
-@pytest.mark.parametrize("sampler", [dk.dlp.DMALA(), dk.dlp.DULA()], ids=["DMALA", "DULA"])
+@pytest.mark.parametrize(
+    "sampler", [dk.dlp.DMALA(), dk.dlp.DULA(), dk.gwg.GWG()], ids=["DMALA", "DULA", "GWG"]
+)
 def test_rows_step_equals_the_one_chain_step(sampler, backend):
     xp = _namespace(backend)
     rng = np.random.default_rng(0)
@@ -53,16 +55,18 @@ def test_rows_step_equals_the_one_chain_step(sampler, backend):
     local_fn = _local_fn(xp, xp.asarray(w), xp.asarray(b))
     x0 = (rng.uniform(size=(CHAINS, DIM)) < 0.5).astype(np.int64)
     x0[:, :2] = [1, 0]  # usable starts
-    uniforms = rng.uniform(size=(STEPS, CHAINS, DIM)).astype(np.float32)
+    one = Sites(("x",), (dk.Binary(),), (False,))
+    (shape,) = sampler.noise_shapes(one, [(DIM,)]).uniforms  # (n,), or () for GWG's move
+    uniforms = rng.uniform(size=(STEPS, CHAINS, *(shape or (1,)))).astype(np.float32)
     accepts = rng.uniform(size=(STEPS, CHAINS)).astype(np.float32)
     # a step size per chain, from small to large (most proposals refused at the top)
     steps = np.geomspace(0.1, 5.0, CHAINS).astype(np.float32)
-    one = Sites(("x",), (dk.Binary(),), (False,))
     rows = one._replace(chains_in_rows=True)
     sampler.check_sites(rows, DIM)
 
     def params(step_size):
-        return dk.StepParameters(step_size, 0.5 * xp.ones_like(step_size), sampler.metropolis)
+        metropolis = getattr(sampler, "metropolis", True)
+        return dk.StepParameters(step_size, 0.5 * xp.ones_like(step_size), metropolis)
 
     batch = sampler.init((xp.asarray(x0),), local_fn)
     chains = [sampler.init((xp.asarray(x0[c]),), local_fn) for c in range(CHAINS)]
@@ -73,7 +77,8 @@ def test_rows_step_equals_the_one_chain_step(sampler, backend):
             batch, noise, params(xp.asarray(steps[:, None])), None, rows, local_fn
         )
         for c in range(CHAINS):
-            noise_c = StepNoise((xp.asarray(uniforms[i, c]),), xp.asarray(accepts[i, c]))
+            u = uniforms[i, c] if shape else uniforms[i, c, 0]
+            noise_c = StepNoise((xp.asarray(u),), xp.asarray(accepts[i, c]))
             chains[c], info_c = sampler.step(
                 chains[c], noise_c, params(xp.asarray(steps[c])), None, one, local_fn
             )
@@ -97,8 +102,8 @@ def test_rows_step_equals_the_one_chain_step(sampler, backend):
 
 @pytest.mark.parametrize(
     "sampler",
-    [dk.gwg.GWG(), dk.acs.ACS(), dk.ab.AB(), dk.dlp.DMALA(per_coordinate_mh=True)],
-    ids=["GWG", "ACS", "AB", "DMALA-per-coordinate"],
+    [dk.acs.ACS(), dk.ab.AB(), dk.dlp.DMALA(per_coordinate_mh=True)],
+    ids=["ACS", "AB", "DMALA-per-coordinate"],
 )
 def test_other_samplers_refuse_chains_in_rows(sampler):
     sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
