@@ -310,7 +310,7 @@ def _steps_in_rows(
     num_warmup: int,
 ):
     """:func:`_kernel_steps` for a spec that steps the chains as the rows of one leaf
-    (:attr:`~discrete_kernels.Sites.chains_in_rows`: DMALA, DULA, GWG): every operation on
+    (:attr:`~discrete_kernels.Sites.chains_in_rows`: DMALA, DULA, GWG, AB-1st): every operation on
     the whole (C, d) state at once, one backward pass per step for all chains' input
     gradients. ``uniforms`` per noise entry (C, steps, ...), ``accept_uniforms`` (C, steps):
     the noise :func:`_kernel_steps` draws for ``vmap``, so both paths take the same moves."""

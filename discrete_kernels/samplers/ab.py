@@ -163,9 +163,13 @@ def ab_step(
     sigma: Array | float,
     balance: Array | float,
     quadratic: QuadraticProposal | None = None,
+    chains_in_rows: bool = False,
 ) -> tuple[ChainState, ABInfo]:
     """One AB transition, MH corrected: AB-1st when ``quadratic`` is None, otherwise the
     quadratic proposal with the Gaussian integral trick (``normals`` of shape (d,)).
+    ``chains_in_rows`` (AB-1st only): the leaves hold C chains in their rows, shape (C, n);
+    the MH uniform, the parameters, the log density and the statistics then have shape
+    (C, 1), ``dx`` and ``dg`` (C, d) (:attr:`~discrete_kernels.Sites.chains_in_rows`).
 
     Returns
     -------
@@ -191,8 +195,14 @@ def ab_step(
             is_table=is_table,
             step_size=sigma,
             balance=balance,
+            chains_in_rows=chains_in_rows,
         )
     else:
+        if chains_in_rows:
+            raise ValueError(
+                "ab_step: chains in rows take AB-1st only (quadratic is None); vectorise "
+                "a quadratic variant over the chains."
+            )
         if any(is_table) or any(isinstance(d, Categorical) for d in domains):
             raise ValueError(
                 "quadratic AB proposals need binary or ordinal leaves with gradients; use "
@@ -208,16 +218,22 @@ def ab_step(
             sigma=sigma,
             balance=balance,
         )
-    new, info = mh_finish(state, proposal, log_q_forward, log_q_reverse, accept_uniform, True)
+    new, info = mh_finish(
+        state, proposal, log_q_forward, log_q_reverse, accept_uniform, True, chains_in_rows
+    )
     like = proposal.log_density
     xp = array_namespace(like)
-    dx = flatten_leaves(proposal.x, like) - flatten_leaves(state.x, like)
+    rows = chains_in_rows
+    dx = flatten_leaves(proposal.x, like, rows) - flatten_leaves(state.x, like, rows)
     if not any(is_table):
-        dg = flatten_leaves(proposal.local, like) - flatten_leaves(state.local, like)
+        dg = flatten_leaves(proposal.local, like, rows) - flatten_leaves(state.local, like, rows)
         dg = xp.where(xp.isfinite(dg), dg, xp.zeros_like(dg))
     else:
         dg = xp.zeros_like(dx)
-    jump = info.accept_prob * xp.astype(jump_distance(domains, state.x, proposal.x), like.dtype)
+    distance = jump_distance(domains, state.x, proposal.x, rows)
+    jump = info.accept_prob * xp.astype(distance, like.dtype)
+    if rows:  # the tuner's shared parameters, one per chain as every statistic
+        sigma, balance = sigma + xp.zeros_like(like), balance + xp.zeros_like(like)
     return new, ABInfo(*info, sigma, balance, jump, dx, dg)
 
 
@@ -325,6 +341,7 @@ class AB(Sampler):
     initial_steps: int | None = None
     coupling: Any = None
     name: ClassVar[str] = "AB"
+    steps_chains_in_rows: ClassVar[bool] = True  # AB-1st; quadratic variants refuse
     statistics: ClassVar[tuple[str, ...]] = ABInfo._fields[:5]
     reported: ClassVar[tuple[str, ...]] = ABInfo._fields[:5]
     progress: ClassVar[tuple[tuple[str, str, str], ...]] = (
@@ -414,6 +431,11 @@ class AB(Sampler):
         super().check_sites(sites, flat_dim)
         if not self.quadratic:
             return
+        if sites.chains_in_rows:
+            raise ValueError(
+                f"{self.name}: chains in the rows of one leaf (Sites.chains_in_rows) take "
+                f"variant='1st' only; vectorise variant={self.variant!r} over the chains."
+            )
         tables = [n for n, table in zip(sites.names, sites.is_table) if table]
         if tables:
             raise ValueError(
@@ -457,6 +479,14 @@ class AB(Sampler):
         return NoiseShapes(tuple(tuple(s) for s in leaf_shapes), normals)
 
     def adapt_init(self, like, num_warmup, sites, flat_dim, control: ControlFlow) -> ABAdaptState:
+        if sites.chains_in_rows and (self.adapt or self.quadratic) and num_warmup > 0:
+            # the tuner keeps one (sigma, balance) and one jump statistic: it would pool the
+            # chains' jumps instead of tuning each chain
+            raise ValueError(
+                f"{self.name}: its warmup tunes one chain at a time; with chains in the rows "
+                "of one leaf (Sites.chains_in_rows) give num_warmup=0 or vectorise it over "
+                "the chains."
+            )
         xp = array_namespace(like)
         config = self.config
         tuner = ab_tuner_init(config, like)
@@ -547,6 +577,7 @@ class AB(Sampler):
             sigma=params.step_size,
             balance=params.balance,
             quadratic=adapt_state.quadratic,
+            chains_in_rows=sites.chains_in_rows,
         )
 
     def log_proposal(self, chain: ChainState, ys: tuple, params: StepParameters, sites: Sites):

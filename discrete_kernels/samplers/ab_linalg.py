@@ -45,10 +45,12 @@ Loop = Callable[[int, Callable[[Any], Any], Any], Any]
 # flat views of a tuple of leaves
 
 
-def flatten_leaves(xs: Sequence[Array], like: Array) -> Array:
-    """Concatenate the leaves into one float vector of ``like``'s dtype, shape (d,)."""
+def flatten_leaves(xs: Sequence[Array], like: Array, chains_in_rows: bool = False) -> Array:
+    """Concatenate the leaves into one float vector of ``like``'s dtype, shape (d,); with
+    ``chains_in_rows`` (leaves of shape (C, n_j)) one per chain, shape (C, d)."""
     xp = array_namespace(like)
-    return xp.concat([xp.reshape(xp.astype(x, like.dtype), (-1,)) for x in xs])
+    flat = (xs[0].shape[0], -1) if chains_in_rows else (-1,)
+    return xp.concat([xp.reshape(xp.astype(x, like.dtype), flat) for x in xs], axis=-1)
 
 
 def split_flat(v: Array, shapes: Sequence[tuple[int, ...]]) -> list[Array]:

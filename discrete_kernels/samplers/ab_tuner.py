@@ -13,6 +13,7 @@ from array_api_compat import device as _device
 
 from .._xp import Array, array_namespace
 from ..domains import Categorical, Domain
+from ..kernel import coordinate_sum
 
 __all__ = [
     "ABConfig",
@@ -234,15 +235,22 @@ def ab_tuner_restart(state: ABTunerState, config: ABConfig) -> ABTunerState:
     return fresh._replace(sigma=sigma, balance=balance, round_sigma=sigma, round_balance=balance)
 
 
-def jump_distance(domains: Sequence[Domain], xs: Sequence[Array], ys: Sequence[Array]) -> Array:
+def jump_distance(
+    domains: Sequence[Domain],
+    xs: Sequence[Array],
+    ys: Sequence[Array],
+    chains_in_rows: bool = False,
+) -> Array:
     """``sum |y - x|`` over numeric leaves plus the number of changed categorical
-    coordinates (scalar): the jump distance the (sigma, balance) tuner maximises."""
+    coordinates (scalar; per chain, shape (C, 1), with ``chains_in_rows``): the jump distance
+    the (sigma, balance) tuner maximises."""
     xp = array_namespace(xs[0])
     total = None
     for d, x, y in zip(domains, xs, ys):
         if isinstance(d, Categorical):
-            part = xp.sum(xp.astype(x != y, xp.float32))
+            part = coordinate_sum(xp.astype(x != y, xp.float32), chains_in_rows)
         else:
-            part = xp.sum(xp.abs(xp.astype(y, xp.float32) - xp.astype(x, xp.float32)))
+            moved = xp.abs(xp.astype(y, xp.float32) - xp.astype(x, xp.float32))
+            part = coordinate_sum(moved, chains_in_rows)
         total = part if total is None else total + part
     return total

@@ -1,12 +1,13 @@
-"""DMALA, DULA and GWG with the chains in the rows of one leaf (``Sites.chains_in_rows``): the
-step of C chains at once equals, chain by chain, the one-chain step on the same noise, on
-numpy and torch inputs (the torch cases skip where torch is absent); other samplers refuse."""
+"""DMALA, DULA, GWG and AB-1st with the chains in the rows of one leaf
+(``Sites.chains_in_rows``): the step of C chains at once equals, chain by chain, the one-chain
+step on the same noise, on numpy and torch inputs (the torch cases skip where torch is
+absent); other samplers refuse."""
 
 import numpy as np
 import pytest
 
 import discrete_kernels as dk
-from discrete_kernels import Sites, StepNoise
+from discrete_kernels import PYTHON_CONTROL, Sites, StepNoise
 
 CHAINS, DIM, STEPS = 7, 6, 25
 
@@ -43,7 +44,9 @@ def _local_fn(xp, weights, bias):
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize(
-    "sampler", [dk.dlp.DMALA(), dk.dlp.DULA(), dk.gwg.GWG()], ids=["DMALA", "DULA", "GWG"]
+    "sampler",
+    [dk.dlp.DMALA(), dk.dlp.DULA(), dk.gwg.GWG(), dk.ab.AB(balance=0.7)],
+    ids=["DMALA", "DULA", "GWG", "AB-1st"],
 )
 def test_rows_step_equals_the_one_chain_step(sampler, backend):
     xp = _namespace(backend)
@@ -68,19 +71,22 @@ def test_rows_step_equals_the_one_chain_step(sampler, backend):
         metropolis = getattr(sampler, "metropolis", True)
         return dk.StepParameters(step_size, 0.5 * xp.ones_like(step_size), metropolis)
 
+    # the adaptation state (AB's step reads it; the parameters are given below)
+    adapt_rows = sampler.adapt_init(xp.ones((CHAINS, 1)), 0, rows, DIM, PYTHON_CONTROL)
+    adapt_one = sampler.adapt_init(xp.ones(()), 0, one, DIM, PYTHON_CONTROL)
     batch = sampler.init((xp.asarray(x0),), local_fn)
     chains = [sampler.init((xp.asarray(x0[c]),), local_fn) for c in range(CHAINS)]
     moved, refused_nan = 0, 0
     for i in range(STEPS):
         noise = StepNoise((xp.asarray(uniforms[i]),), xp.asarray(accepts[i][:, None]))
         batch, info = sampler.step(
-            batch, noise, params(xp.asarray(steps[:, None])), None, rows, local_fn
+            batch, noise, params(xp.asarray(steps[:, None])), adapt_rows, rows, local_fn
         )
         for c in range(CHAINS):
             u = uniforms[i, c] if shape else uniforms[i, c, 0]
             noise_c = StepNoise((xp.asarray(u),), xp.asarray(accepts[i, c]))
             chains[c], info_c = sampler.step(
-                chains[c], noise_c, params(xp.asarray(steps[c])), None, one, local_fn
+                chains[c], noise_c, params(xp.asarray(steps[c])), adapt_one, one, local_fn
             )
             np.testing.assert_array_equal(np.asarray(batch.x[0][c]), np.asarray(chains[c].x[0]))
             np.testing.assert_allclose(
@@ -102,14 +108,24 @@ def test_rows_step_equals_the_one_chain_step(sampler, backend):
 
 @pytest.mark.parametrize(
     "sampler",
-    [dk.acs.ACS(), dk.ab.AB(), dk.dlp.DMALA(per_coordinate_mh=True)],
-    ids=["ACS", "AB", "DMALA-per-coordinate"],
+    [dk.acs.ACS(), dk.ab.AB(variant="trace"), dk.dlp.DMALA(per_coordinate_mh=True)],
+    ids=["ACS", "AB-trace", "DMALA-per-coordinate"],
 )
 def test_other_samplers_refuse_chains_in_rows(sampler):
     sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
     sites = sites._replace(per_coordinate_mh=sampler.per_coordinate)
-    with pytest.raises(ValueError, match="one chain at a time"):
+    with pytest.raises(ValueError, match="one chain at a time|variant='1st' only"):
         sampler.check_sites(sites, DIM)
+
+
+def test_ab_refuses_its_warmup_tuner_with_chains_in_rows():
+    """AB's tuner keeps one (sigma, balance) and one jump statistic: with chains in rows it
+    would pool the chains' jumps, so a warmup is refused (none is fine)."""
+    sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
+    like = np.ones((CHAINS, 1), np.float32)
+    dk.ab.AB().adapt_init(like, 0, sites, DIM, PYTHON_CONTROL)
+    with pytest.raises(ValueError, match="tunes one chain at a time"):
+        dk.ab.AB().adapt_init(like, 100, sites, DIM, PYTHON_CONTROL)
 
 
 @pytest.mark.parametrize(

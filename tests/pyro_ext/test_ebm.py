@@ -239,14 +239,14 @@ def test_acs_pcd_runs_the_app_b_schedule():
 
 @pytest.mark.parametrize(
     "kernel",
-    [px.GWG(), px.DMALA(step_size=0.7), px.DULA(step_size=0.4)],
-    ids=["GWG", "DMALA", "DULA"],
+    [px.GWG(), px.DMALA(step_size=0.7), px.DULA(step_size=0.4), px.AB(step_size=0.8), px.ACS()],
+    ids=["GWG", "DMALA", "DULA", "AB", "ACS"],
 )
 def test_batched_kernel_steps_equal_the_one_chain_step(kernel):
-    """The trainer's steps of all chains at once (GWG vmapped; DMALA and DULA with the chains
-    in the rows of one leaf) give, chain by chain, what the spec's one-chain step gives on the
-    same noise (every step's uniforms are drawn at once, (C, steps, ...), then the MH
-    uniform)."""
+    """The trainer's steps of all chains at once (DMALA, DULA, GWG and AB-1st with the chains
+    in the rows of one leaf; ACS vmapped) give, chain by chain, what the spec's one-chain step
+    gives on the same noise (every step's uniforms are drawn at once, (C, steps, ...), then
+    the MH uniform)."""
     from discrete_kernels import PYTHON_CONTROL, Binary, ChainState, Sites, StepNoise
 
     torch.manual_seed(0)
