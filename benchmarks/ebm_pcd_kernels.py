@@ -6,7 +6,8 @@ RBM 16x16 on 4 x 4 bars-and-stripes, PCD with 100 chains (one step per iteration
 of DMALA, GWG, AB and ACS; each trainer runs ``--iterations`` iterations per call after a
 warm-up call (compilation), the calls interleaved over ``--repeats`` repeats; printed are the
 medians per iteration and the ratio torch / JAX. The torch trainer steps all chains at once
-(``torch.func.vmap`` of the spec's one-chain step).
+(DMALA, GWG and AB-1st as the rows of one leaf, ``Sites.chains_in_rows``; ACS with
+``torch.func.vmap`` of the spec's one-chain step).
 """
 
 from __future__ import annotations

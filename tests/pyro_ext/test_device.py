@@ -226,8 +226,8 @@ def test_watch_catches_a_tensor_made_without_a_device(monkeypatch):
 
     original = steps.hamming_distance
 
-    def on_the_default_device(xs, ys, like):
-        return original(xs, ys, like) + torch.zeros(())  # no device: the bug class
+    def on_the_default_device(xs, ys, like, *rest):
+        return original(xs, ys, like, *rest) + torch.zeros(())  # no device: the bug class
 
     monkeypatch.setattr(steps, "hamming_distance", on_the_default_device)
     kernel = px.DMALA(_models("cpu", torch.float32)[0])
