@@ -318,14 +318,7 @@ def _steps_in_rows(
     sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
     spec.check_sites(sites, dim)
     like = torch.ones((chains, 1), dtype=x.dtype, device=x.device)
-
-    def local_fn(leaves: tuple) -> tuple:
-        with torch.enable_grad():  # the input gradient only: the parameters get none
-            z = leaves[0].to(x.dtype).requires_grad_(True)
-            f = -energy(z)
-            (g,) = torch.autograd.grad(f.sum(), z)
-        return f.detach()[:, None], (g,)
-
+    local_fn = _rows_local_fn(energy, x.dtype)
     adapt = start_phases(phases, spec.adapt_init(like, num_warmup, sites, dim, PYTHON_CONTROL))
     chain = spec.init((x.to(torch.long),), local_fn)
     accept = torch.zeros_like(like)
@@ -344,6 +337,21 @@ def _steps_in_rows(
     # the adaptation states as vmap's path gives them: shape (C,)
     adapts = _without_row_axis(adapt) if num_warmup else accept
     return chain.x[0].to(x.dtype), accept.mean(), adapts
+
+
+def _rows_local_fn(energy: nn.Module, dtype: torch.dtype) -> Callable[[tuple], tuple]:
+    """``leaves -> (f, (g,))`` for chains in the rows of one leaf (C, d): ``f = -E`` (C, 1)
+    and its input gradient (C, d), every chain's in one backward pass (the rows are
+    independent); no gradient reaches the energy's parameters."""
+
+    def local_fn(leaves: tuple) -> tuple:
+        with torch.enable_grad():
+            z = leaves[0].to(dtype).detach().requires_grad_(True)
+            f = -energy(z)
+            (g,) = torch.autograd.grad(f.sum(), z)
+        return f.detach()[:, None], (g,)
+
+    return local_fn
 
 
 def _without_row_axis(value: Any) -> Any:
@@ -450,18 +458,9 @@ class _KernelCoupling:
         self.spec, self.batch = spec, batch
         self.sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
         spec.check_sites(self.sites, dim)
-        self.like = torch.ones((batch.shape[0], 1), dtype=batch.dtype, device=batch.device)
-        self.adapt = spec.adapt_init(self.like, 0, self.sites, dim, PYTHON_CONTROL)
-        self.params = spec.parameters(self.adapt)
-
-        def local_fn(leaves: tuple) -> tuple:
-            with torch.enable_grad():  # the input gradient only
-                z = leaves[0].to(batch.dtype).detach().requires_grad_(True)
-                f = -energy(z)
-                (g,) = torch.autograd.grad(f.sum(), z)
-            return f.detach()[:, None], (g,)
-
-        self.local_fn = local_fn
+        like = torch.ones((batch.shape[0], 1), dtype=batch.dtype, device=batch.device)
+        self.params = spec.parameters(spec.adapt_init(like, 0, self.sites, dim, PYTHON_CONTROL))
+        self.local_fn = _rows_local_fn(energy, batch.dtype)
 
     def _noise(self, rows: int) -> dk.StepNoise:
         dtype, device = self.batch.dtype, self.batch.device
