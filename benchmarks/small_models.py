@@ -96,13 +96,16 @@ def model_log_density(log_density: Callable) -> Callable:
 def hand_step(log_density: Callable, d: int) -> Callable:
     """DMALA on binary ``x`` written by hand, vmapped over chains: ``(x, f, g, keys) -> (x, f,
     g, keys)`` with the gradient carried, one ``value_and_grad`` per step and each chain's key
-    split once per step (all uniforms of a step from one draw, as the driver does)."""
+    split once per step (all uniforms of a step from one draw of an even count, as the driver
+    does)."""
     value_and_grad = jax.value_and_grad(log_density)
     term = 1.0 / (2.0 * STEP_SIZE)
 
     def one(x, f, g, key):
         key, draw = jax.random.split(key)
-        u = jax.random.uniform(draw, (d + 1,))
+        # an even count, as the driver draws (numpyro_ext._noise: XLA's threefry is 2-3x
+        # slower for odd counts above about 2,000)
+        u = jax.random.uniform(draw, (d + 1 + (d + 1) % 2,))
         logit = 0.5 * g * (1.0 - 2.0 * x) - term
         flip = u[:d] < jax.nn.sigmoid(logit)
         y = jnp.where(flip, 1.0 - x, x)
@@ -372,8 +375,10 @@ def pyro_rows(quick: bool, repeats: int) -> list[dict]:
     def kernel(mode: str) -> tuple[Any, dict]:
         """A set-up ``px.DMALA`` and its start, on the model or its potential."""
         pyro.set_rng_seed(0)
-        if mode in ("model", "model_unvalidated"):
-            k = px.DMALA(model, step_size=STEP_SIZE, adapt_step_size=False)
+        if mode in ("model", "model_unvalidated", "model_jit"):
+            k = px.DMALA(
+                model, step_size=STEP_SIZE, adapt_step_size=False, jit_compile=mode == "model_jit"
+            )
         else:
             k = px.DMALA(
                 potential_fn=potential,
@@ -396,7 +401,7 @@ def pyro_rows(quick: bool, repeats: int) -> list[dict]:
 
     # the loops advance in turn, a block of steps each, so that drifts of the machine's speed
     # fall on all of them alike; per loop the median of its blocks
-    modes = ("potential", "model", "model_unvalidated")
+    modes = ("potential", "model", "model_unvalidated", "model_jit")
     loops: dict[str, tuple[Callable, Any]] = {"torch": (torch_step, torch_start())}
     for mode in modes:
         k, params = kernel(mode)
@@ -571,7 +576,8 @@ def report(
         "The plain loop evaluates the log density directly; `potential_fn` mode gives the "
         "driver the same function (the potential, its negative), model mode evaluates it "
         "through Pyro's trace, with Pyro's validation on (its default: argument, support and "
-        "NaN checks at every evaluation, each a read of a tensor on the host) or off.",
+        "NaN checks at every evaluation, each a read of a tensor on the host) or off, or "
+        "replays one `torch.jit.trace` of it (`jit_compile=True`, as Pyro's `NUTS`).",
         "",
         "| loop | µs/step | ratio to the plain torch loop | operations per step |",
         "| --- | --- | --- | --- |",
@@ -586,6 +592,7 @@ def report(
                 "model_unvalidated",
                 "ops_model_unvalidated",
             ),
+            ("`px.DMALA(model, jit_compile=True).sample` in a loop", "model_jit", "ops_model_jit"),
             ("`pyro.infer.MCMC(px.DMALA(model))`", "mcmc", "ops_model"),
         ):
             spread = r["ratio_spread"].get(key)

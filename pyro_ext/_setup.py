@@ -31,6 +31,7 @@ from discrete_kernels.domains import is_windowed
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
 from ._diagnose import nonfinite_terms
+from ._jit import TracedFunction
 from ._plates import element_terms_fn, plate_dims, verify_plate_table
 from ._target import (
     EXACT,
@@ -178,9 +179,15 @@ def _finish(
 
 
 def setup_potential(
-    sampler: Sampler, options: SiteOptions, potential_fn: Callable, domain: Any, given: dict
+    sampler: Sampler,
+    options: SiteOptions,
+    potential_fn: Callable,
+    domain: Any,
+    given: dict,
+    jit_compile: bool = False,
 ) -> SiteSetup:
-    """The setup of a kernel on ``potential_fn`` at start values ``given`` (by site name)."""
+    """The setup of a kernel on ``potential_fn`` at start values ``given`` (by site name);
+    ``jit_compile``: ``potential_fn`` through ``torch.jit.trace`` (:mod:`pyro_ext._jit`)."""
     owner = sampler.name
     if sampler.needs_plates:
         raise ValueError(
@@ -212,6 +219,8 @@ def setup_potential(
             f"{owner}: potential_fn must return a scalar (-log density), got a tensor of shape "
             f"{tuple(torch.as_tensor(f).shape)}."
         )
+    if jit_compile:
+        potential_fn = TracedFunction(owner, potential_fn, source="potential_fn")
     return _finish(sampler, options, leaves, start, potential_log_density(potential_fn))
 
 
@@ -223,9 +232,11 @@ def setup_model(
     args: tuple,
     kwargs: dict,
     conditioned: frozenset,
+    jit_compile: bool = False,
 ) -> SiteSetup:
     """The setup of a kernel on ``model`` with the start values ``given`` (prior draws for the
-    others); ``conditioned``: sites a Gibbs block's model conditions on."""
+    others); ``conditioned``: sites a Gibbs block's model conditions on; ``jit_compile``: the
+    log density through ``torch.jit.trace`` (:mod:`pyro_ext._jit`)."""
     owner = sampler.name
     model_trace = trace_model(model, args, kwargs)
     check_model_trace(owner, model_trace)
@@ -262,6 +273,15 @@ def setup_model(
         start[spec.name] = value.to(prior.dtype)
     _check_fixed_supports(model, leaves, model_trace, args, kwargs, conditioned)
     log_density = model_log_density(model, args, kwargs)
+    if jit_compile:
+        log_density = _traced_model_log_density(
+            owner,
+            model,
+            args,
+            kwargs,
+            [("the start", start), ("a prior draw", _draw(model, args, kwargs, leaves))],
+            minibatch,
+        )
     structural = {s.name: plate_dims(model_trace.nodes[s.name]) for s in leaves}
     per_coordinate = sampler.per_coordinate
     # with a minibatch: no automatic switch (it compares log densities)
@@ -303,6 +323,36 @@ def setup_model(
         owner, setup, structural, [start, _prior_values(model_trace, leaves)], model, args, kwargs
     )
     return replace(setup, sites=setup.sites._replace(per_coordinate_mh=True), own_terms=own_terms)
+
+
+def _draw(model: Callable, args: tuple, kwargs: dict, leaves: tuple[LeafSpec, ...]) -> dict:
+    """A fresh prior draw of the leaves' sites, the user's random stream left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        return _prior_values(trace_model(model, args, kwargs), leaves)
+
+
+def _traced_model_log_density(
+    owner: str,
+    model: Callable,
+    args: tuple,
+    kwargs: dict,
+    points: list[tuple[str, dict]],
+    minibatch: tuple,
+) -> TracedFunction:
+    """``jit_compile=True``: the model's log density through ``torch.jit.trace``, checked at
+    ``points``; inside :class:`pyro_ext.Gibbs` the other blocks' values are inputs of the
+    trace. A subsampling model is refused (a trace would keep one minibatch)."""
+    if minibatch:
+        raise ValueError(
+            f"{owner}: jit_compile=True cannot trace a model that subsamples (plate "
+            f"{minibatch[0].name!r}): a trace would keep one minibatch. Pass jit_compile=False."
+        )
+    from .gibbs import _ConditionedModel
+
+    if isinstance(model, _ConditionedModel):
+        base, conditioning = model.model, model.conditioning
+        return TracedFunction(owner, model_log_density(base, args, kwargs), points, conditioning)
+    return TracedFunction(owner, model_log_density(model, args, kwargs), points)
 
 
 def _prior_values(model_trace: Any, leaves: tuple[LeafSpec, ...]) -> dict:

@@ -11,6 +11,7 @@ statistics per draw. A kernel class is the driver and a spec, registered in one 
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
@@ -66,7 +67,9 @@ class DiscreteKernel(MCMCKernel):
     and the site options (``exact_sites``, and ``preconditioner`` where the sampler takes
     one). In potential mode ``potential_fn`` takes a dict of site values, ``domain`` is one
     domain or a dict by site name, and ``initial_params`` (given to ``pyro.infer.MCMC``) fix
-    the sites' shapes."""
+    the sites' shapes. ``jit_compile=True`` (as Pyro's ``HMC``/``NUTS``) evaluates the log
+    density through ``torch.jit.trace`` (:mod:`pyro_ext._jit`): for models that run the same
+    torch operations at every value of their sites, checked at the start and a prior draw."""
 
     sampler: ClassVar[type[Sampler]]
 
@@ -74,6 +77,11 @@ class DiscreteKernel(MCMCKernel):
         super().__init_subclass__(**kwargs)
         if sampler is not None:
             bind_sampler(cls, sampler)
+            # Pyro's own option (as HMC/NUTS), after the sampler's and the site options
+            signature = cls.__signature__  # type: ignore[attr-defined]
+            jit = inspect.Parameter("jit_compile", inspect.Parameter.KEYWORD_ONLY, default=False)
+            parameters = [*signature.parameters.values(), jit]
+            cls.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
 
     def __init__(
         self,
@@ -81,10 +89,16 @@ class DiscreteKernel(MCMCKernel):
         *,
         potential_fn: Callable | None = None,
         domain: Any = None,
+        jit_compile: bool = False,
         **options: Any,
     ) -> None:
         if not hasattr(type(self), "sampler"):
             raise TypeError("DiscreteKernel is the driver; use a kernel such as px.DMALA.")
+        if not isinstance(jit_compile, bool):
+            raise ValueError(
+                f"{self.sampler.name}: jit_compile must be True or False, got {jit_compile!r}."
+            )
+        self._jit_compile = jit_compile
         self._spec, self._site_options = kernel_options(
             self.sampler, model, potential_fn, domain, options, "a dict of them by site name"
         )
@@ -155,7 +169,12 @@ class DiscreteKernel(MCMCKernel):
         if self._model is None:
             assert self._potential_fn is not None  # checked at construction
             setup = setup_potential(
-                self._spec, self._site_options, self._potential_fn, self._domain, given
+                self._spec,
+                self._site_options,
+                self._potential_fn,
+                self._domain,
+                given,
+                self._jit_compile,
             )
         else:
             setup = setup_model(
@@ -166,6 +185,7 @@ class DiscreteKernel(MCMCKernel):
                 args,
                 kwargs,
                 _conditioned_names(self._model),
+                self._jit_compile,
             )
         self._setup = setup
         self._initial_params = setup.start

@@ -13,6 +13,7 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from discrete_kernels.stats import block_labels
 
 from ._target import discrete_sites, latent_sites, trace_model
+from .driver import DiscreteKernel
 
 __all__ = ["Gibbs", "discrete_sites"]
 
@@ -31,9 +32,12 @@ class _ConditionedModel:
         self.store = store
         self.own = own
 
+    def conditioning(self) -> dict:
+        """The current values of the sites this block does not own."""
+        return {k: v for k, v in self.store.values.items() if k not in self.own}
+
     def __call__(self, *args, **kwargs):
-        data = {k: v for k, v in self.store.values.items() if k not in self.own}
-        return poutine.condition(self.model, data=data)(*args, **kwargs)
+        return poutine.condition(self.model, data=self.conditioning())(*args, **kwargs)
 
 
 class _Store:
@@ -130,6 +134,15 @@ class Gibbs(MCMCKernel):
         return out
 
     def setup(self, warmup_steps: int, *args, **kwargs) -> None:
+        for kernel, _ in self._blocks:
+            if not isinstance(kernel, DiscreteKernel) and getattr(kernel, "_jit_compile", False):
+                # Pyro's trace of its potential reads the other blocks' values as constants
+                raise ValueError(
+                    f"Gibbs: {type(kernel).__name__}(jit_compile=True) would keep the other "
+                    "blocks' values of the first sweep in its trace (its potential is traced "
+                    "with its own sites as the only inputs). Pass jit_compile=False to it; this "
+                    "library's kernels take jit_compile=True inside Gibbs."
+                )
         model_trace = trace_model(self.model, args, kwargs)
         self._sites = self._resolve_sites(model_trace)
         init = dict(self._initial_params or {})
