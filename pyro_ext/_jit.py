@@ -14,7 +14,6 @@ uses the same call).
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -86,20 +85,27 @@ class TracedFunction:
             if any(values[n].shape != torch.as_tensor(like[n]).shape for n in like):
                 continue
             with torch.no_grad():
-                eager = float(self.fn({**values, **others}))
-                replayed = float(traced(*values.values(), *(others[n] for n in sorted(others))))
-            if not _close(eager, replayed):
-                raise ValueError(
-                    f"{self.owner}: jit_compile=True: the trace gives {replayed:.6g} at "
-                    f"{label} where {self.source} gives {eager:.6g}; a trace records the torch "
-                    f"operations of one evaluation, so {self.source} must run the same "
-                    "operations at every value (no Python `if` on a site's value). Pass "
-                    "jit_compile=False."
-                )
+                eager = torch.as_tensor(self.fn({**values, **others}))
+                replayed = traced(*values.values(), *(others[n] for n in sorted(others)))
+            if eager.shape != replayed.shape:
+                found = f"shape {tuple(replayed.shape)} where {self.source} gives shape "
+                found += str(tuple(eager.shape))
+            elif not bool(_elementwise_close(eager, replayed).all()):
+                where = torch.argmax((~_elementwise_close(eager, replayed)).to(torch.uint8))
+                found = f"{float(replayed.reshape(-1)[where]):.6g} where {self.source} gives "
+                found += f"{float(eager.reshape(-1)[where]):.6g}"
+            else:
+                continue
+            raise ValueError(
+                f"{self.owner}: jit_compile=True: at {label} the trace gives {found}; a trace "
+                f"records the torch operations of one evaluation, so {self.source} must run "
+                "the same operations at every value (no Python `if` on a site's value). Pass "
+                "jit_compile=False."
+            )
 
 
-def _close(eager: float, replayed: float) -> bool:
-    """Equal up to float32 rounding (both NaN, or both the same infinity, count as equal)."""
-    if eager == replayed or (math.isnan(eager) and math.isnan(replayed)):
-        return True
-    return math.isfinite(eager) and abs(replayed - eager) <= 1e-5 * max(1.0, abs(eager))
+def _elementwise_close(eager: torch.Tensor, replayed: torch.Tensor) -> torch.Tensor:
+    """Equal up to float32 rounding, elementwise (NaN with NaN and an infinity with the same
+    infinity count as equal)."""
+    replayed = replayed.to(eager.dtype)
+    return torch.isclose(replayed, eager, rtol=1e-5, atol=1e-5, equal_nan=True)

@@ -273,14 +273,17 @@ def setup_model(
         start[spec.name] = value.to(prior.dtype)
     _check_fixed_supports(model, leaves, model_trace, args, kwargs, conditioned)
     log_density = model_log_density(model, args, kwargs)
+    jit_points = None
     if jit_compile:
-        log_density = _traced_model_log_density(
-            owner,
-            model,
-            args,
-            kwargs,
-            [("the start", start), ("a prior draw", _draw(model, args, kwargs, leaves))],
-            minibatch,
+        if minibatch:
+            raise ValueError(
+                f"{owner}: jit_compile=True cannot trace a model that subsamples (plate "
+                f"{minibatch[0].name!r}): a trace would keep one minibatch. Pass "
+                "jit_compile=False."
+            )
+        jit_points = [("the start", start), ("a prior draw", _draw(model, args, kwargs, leaves))]
+        log_density = _traced(
+            owner, model, lambda m: model_log_density(m, args, kwargs), jit_points
         )
     structural = {s.name: plate_dims(model_trace.nodes[s.name]) for s in leaves}
     per_coordinate = sampler.per_coordinate
@@ -304,6 +307,7 @@ def setup_model(
             args,
             kwargs,
             sampler.needs_plate_tables,
+            jit_points,
         )
     drawn = frozenset(start) - frozenset(given)
     setup = _finish(
@@ -331,28 +335,21 @@ def _draw(model: Callable, args: tuple, kwargs: dict, leaves: tuple[LeafSpec, ..
         return _prior_values(trace_model(model, args, kwargs), leaves)
 
 
-def _traced_model_log_density(
+def _traced(
     owner: str,
     model: Callable,
-    args: tuple,
-    kwargs: dict,
+    of_model: Callable[[Callable], Callable[[dict], torch.Tensor]],
     points: list[tuple[str, dict]],
-    minibatch: tuple,
 ) -> TracedFunction:
-    """``jit_compile=True``: the model's log density through ``torch.jit.trace``, checked at
-    ``points``; inside :class:`pyro_ext.Gibbs` the other blocks' values are inputs of the
-    trace. A subsampling model is refused (a trace would keep one minibatch)."""
-    if minibatch:
-        raise ValueError(
-            f"{owner}: jit_compile=True cannot trace a model that subsamples (plate "
-            f"{minibatch[0].name!r}): a trace would keep one minibatch. Pass jit_compile=False."
-        )
+    """``jit_compile=True``: ``of_model(model)`` (a function of the sites' values: the log
+    density, a leaf's per-coordinate terms) through ``torch.jit.trace``, checked at
+    ``points``; inside :class:`pyro_ext.Gibbs` it is made of the unconditioned model and the
+    other blocks' values are inputs of the trace."""
     from .gibbs import _ConditionedModel
 
     if isinstance(model, _ConditionedModel):
-        base, conditioning = model.model, model.conditioning
-        return TracedFunction(owner, model_log_density(base, args, kwargs), points, conditioning)
-    return TracedFunction(owner, model_log_density(model, args, kwargs), points)
+        return TracedFunction(owner, of_model(model.model), points, model.conditioning)
+    return TracedFunction(owner, of_model(model), points)
 
 
 def _prior_values(model_trace: Any, leaves: tuple[LeafSpec, ...]) -> dict:
@@ -426,11 +423,14 @@ def _plate_leaves(
     args: tuple,
     kwargs: dict,
     needs_tables: bool = False,
+    jit_points: list[tuple[str, dict]] | None = None,
 ) -> tuple[tuple[LeafSpec, ...], dict]:
     """The leaves with the ``wanted`` ones in plate mode where their plates make their
     coordinates conditionally independent (verified at the start and two other states), and
     their per-coordinate terms by leaf index. A sampler that needs plate tables gets an error
-    naming the site and the reason otherwise; an exact site keeps its single-site table."""
+    naming the site and the reason otherwise; an exact site keeps its single-site table.
+    ``jit_points``: ``jit_compile=True``, the terms through ``torch.jit.trace`` checked at
+    those points (:func:`_traced`)."""
     out, terms_by_leaf = list(leaves), dict[int, Callable]()
     point = tuple(to_internal(s, torch.as_tensor(start[s.name])) for s in leaves)
 
@@ -449,7 +449,18 @@ def _plate_leaves(
         else:
             leaf_dims, reason = structural[spec.name]
         if reason is None:
-            terms = element_terms_fn(model, args, kwargs, leaf_dims, tuple(point[j].shape))
+            shape = tuple(point[j].shape)
+            if jit_points is None:
+                terms = element_terms_fn(model, args, kwargs, leaf_dims, shape)
+            else:
+                terms = _traced(
+                    owner,
+                    model,
+                    lambda m, dims=leaf_dims, shape=shape: element_terms_fn(
+                        m, args, kwargs, dims, shape
+                    ),
+                    jit_points,
+                )
 
             def table_fn(ys: tuple, j: int = j, spec: LeafSpec = spec, terms=terms) -> tuple:
                 f = density(ys)
