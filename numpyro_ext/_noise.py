@@ -19,8 +19,9 @@ def _uniforms(key: jax.Array, shapes: Sequence[tuple]) -> tuple[tuple, jax.Array
     last, the MH uniform.
 
     The draw has an even length: on XLA's CPU backend threefry costs 2-3x more for an odd
-    count above about 2,000 (one chain of 10^4 binary sites: 297 against 90 us a step;
-    ``docs/benchmarks.md``, "Where a whole run's time goes"). With JAX's partitionable
+    count above about 2,000 (10,001 uniforms 297 us against 90-96 us for 10,000 or 10,002; a
+    step of one chain of a 100x100 lattice 437-521 against 182-194 us; ``docs/benchmarks.md``,
+    the small-models paragraph). With JAX's partitionable
     threefry (its default) a longer draw keeps the same first values, so the padding changes
     no number the step uses."""
     sizes = [math.prod(shape) for shape in shapes]

@@ -157,3 +157,19 @@ def test_traced_discrete_plate_model_gives_the_eager_draws():
         return px.PlateGibbs(discrete_plate_model, jit_compile=jit)
 
     np.testing.assert_array_equal(_draws(kernel(True), 80)["c"], _draws(kernel(False), 80)["c"])
+
+
+def test_a_traced_kernel_pickles_and_traces_again():
+    """Pyro's worker processes receive the kernel pickled: the traces stay behind (setup
+    rebuilds them), the option travels."""
+    import pickle
+
+    copies = {}
+    for jit in (False, True):
+        kernel = px.DMALA(ising_model, jit_compile=jit)
+        pyro.set_rng_seed(0)
+        kernel.setup(0)
+        copies[jit] = pickle.loads(pickle.dumps(kernel))
+    copies[True].setup(0)
+    assert isinstance(copies[True]._setup.log_density, TracedFunction)
+    np.testing.assert_array_equal(_draws(copies[True], 30)["x"], _draws(copies[False], 30)["x"])
