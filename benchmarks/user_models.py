@@ -1463,8 +1463,9 @@ def dawid_skene_exact(data: tuple) -> Answer:
 #: ``C x N x S`` evaluations, vmapped, instead of ``C^2 x S``: the ``_terms`` twins show the
 #: cheaper rewrite).
 PLATE_MIXED = library_kernels(mixed=True, plate=True)
-#: where the plate site's coordinates are conditionally independent given the continuous
-#: sites (not a chain such as cjs's alive states): NUTS with the site summed out as well
+#: where the plate site's coordinates (or its plate elements: cjs's alive states, a chain per
+#: animal) are conditionally independent given the continuous sites: NUTS with the site summed
+#: out as well
 SUMMED_MIXED = {"MarginalNUTS": alone(nx.MarginalNUTS), **PLATE_MIXED}
 PLATE_DISCRETE = library_kernels(mixed=False, plate=True)
 COUPLED_MIXED = library_kernels(mixed=True, plate=False)
@@ -1647,8 +1648,8 @@ MODELS: dict[str, UserModel] = {
             cjs_statistics,
             quadrature=cjs_quadrature,
             sizes=(20, 120),
-            kernels=PLATE_MIXED,
-            recommended="PlateGibbs",
+            kernels=SUMMED_MIXED,
+            recommended="MarginalNUTS",
             builtins=MIXED_BUILTINS,
         ),
         UserModel(

@@ -29,6 +29,7 @@ from discrete_kernels.sites import (
     align_element_term,
     plate_check_draws,
     plate_dims_of,
+    plate_groups_of,
     plate_table_mismatch,
     single_site_substitutions,
     substitutions_at,
@@ -40,6 +41,7 @@ __all__ = [
     "element_terms_fn",
     "own_terms_fn",
     "plate_dims",
+    "plate_groups",
     "probe_tables",
     "term_dependence",
     "verify_per_coordinate",
@@ -58,6 +60,13 @@ def plate_dims(site: dict) -> tuple[dict, str | None]:
     return plate_dims_of(jnp.shape(site["value"]), tuple(site["fn"].event_shape), frames)
 
 
+def plate_groups(site: dict) -> dict | None:
+    """``{plate name: dim}`` of the plates among a site's dimensions where not every dimension
+    is one (:func:`discrete_kernels.sites.plate_groups_of`), else None."""
+    frames = [(frame.name, frame.dim, frame.size) for frame in site["cond_indep_stack"]]
+    return plate_groups_of(jnp.shape(site["value"]), tuple(site["fn"].event_shape), frames)
+
+
 def element_terms_fn(
     prepared_model: Callable,
     names: Sequence[str],
@@ -68,7 +77,8 @@ def element_terms_fn(
     model_kwargs: dict | None,
 ) -> Callable[[tuple, jax.Array], jax.Array]:
     """``(leaves, v) -> g`` of plate leaf ``j``: with every coordinate set to ``v``, the sum
-    of every term indexed by all of the leaf's plates, each reduced to the leaf's shape (the
+    of every term indexed by all of the leaf's plates, each reduced to ``shape`` (the leaf's,
+    or its groups' where some axis is not a plate: ``v`` then broadcasts to the leaf; the
     terms outside those plates are left out: the check at setup verifies they do not depend
     on the leaf)."""
     kwargs = {} if model_kwargs is None else model_kwargs

@@ -12,9 +12,12 @@ is drawn from ``softmax(g_i)`` given them: together a draw of the joint posterio
 what enumeration does (NumPyro's ``infer={"enumerate": "parallel"}`` with ``infer_discrete``),
 with the structure read from the plates, no rewrite of the model and no ``funsor``.
 
-A site whose coordinates do not split (indicators inside one linear predictor) but that has
-few joint values is summed over all of them instead: the same formula with one "coordinate"
-whose values are the site's ``M`` joint values (:func:`discrete_kernels.sites.joint_values`).
+A site in plates with an axis that is not one (the occasions of a ``scan``: a chain of alive
+states per animal) splits by group instead, one per plate element, each summed over its own
+joint values (``S^m`` for ``m`` coordinates a group: the same formula with the groups as
+coordinates, :class:`discrete_kernels.sites.GroupLayout`). A site that splits neither way
+(indicators inside one linear predictor) but that has few joint values is summed over all of
+them: one group (:func:`discrete_kernels.sites.joint_values`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ from numpyro.util import is_prng_key
 from discrete_kernels._xp import categorical_from_uniform
 from discrete_kernels.domains import as_finite
 from discrete_kernels.sites import (
+    PLATE_CHECKED_COORDINATES,
+    GroupLayout,
+    group_joint_values,
     joint_values,
     plate_check_draws,
     plate_table_mismatch,
@@ -50,7 +56,7 @@ from discrete_kernels.sites import (
 )
 from discrete_kernels.validation import check_int
 
-from ._plates import element_terms_fn, plate_dims
+from ._plates import element_terms_fn, plate_dims, plate_groups
 from ._target import domain_of_site
 
 __all__ = ["MarginalNUTS", "MarginalNUTSState"]
@@ -86,6 +92,8 @@ class _Plan:
     leaf_dims: tuple[tuple[str, int], ...]
     domain: Any
     split_reason: str | None
+    #: the plates among the site's axes where some axis is not one (groups), else None
+    group_dims: tuple[tuple[str, int], ...] | None
     #: the model's sample sites (the terms the summed model masks are among them)
     site_names: frozenset
 
@@ -100,6 +108,28 @@ class _Plan:
     @property
     def dims(self) -> dict:
         return dict(self.leaf_dims)
+
+
+@dataclass(frozen=True, eq=False)
+class _Groups:
+    """How a site that does not split by coordinate is summed: per element of its plates
+    ``dims`` over each group's joint values, or (no ``dims``) as one group over the site's."""
+
+    dims: dict
+    layout: GroupLayout
+    #: every joint value of a group, shape (M, *layout.value_shape)
+    values: jax.Array
+
+    @property
+    def count(self) -> int:
+        return int(self.values.shape[0])
+
+    def decode(self, codes: jax.Array) -> jax.Array:
+        """The site's value where group ``g`` takes joint value ``codes[g]``; ``codes`` of
+        shape ``layout.group_shape``, the result of the site's shape."""
+        flat = jnp.reshape(self.values, (self.count, -1))
+        inner = jnp.asarray(self.layout.inner_index())
+        return flat[jnp.broadcast_to(codes, self.layout.shape), inner]
 
 
 def _in_plates(frames: Any, leaf_dims: dict) -> bool:
@@ -148,6 +178,11 @@ class MarginalNUTS(MCMCKernel):
     NUTS is NumPyro's (its functional ``hmc``), started for every chain by one compiled
     program; deterministic sites are computed at the drawn value of the site.
 
+    A site in plates with an axis that is not a plate (the occasions of a ``scan``, a chain
+    of states per animal) is summed per plate element over that element's joint values when
+    the terms split so (checked at setup the same way) and there are at most
+    ``max_joint_values`` of them: each gradient costs that many evaluations of the plate terms.
+
     Parameters
     ----------
     model : the NumPyro model
@@ -174,8 +209,8 @@ class MarginalNUTS(MCMCKernel):
             "MarginalNUTS", "max_joint_values", max_joint_values, minimum=1
         )
         self._plan: _Plan | None = None
-        #: every joint value of the site, shape (M, *shape), where it does not factorise
-        self._joint: jax.Array | None = None
+        #: the groups summed jointly, where the site does not split by coordinate
+        self._groups: _Groups | None = None
         #: (the data's leaves, the conditional logits compiled for them)
         self._compiled_logits: tuple[list, Callable] | None = None
         self._nuts_settings = _nuts_settings(nuts_options)
@@ -207,19 +242,29 @@ class MarginalNUTS(MCMCKernel):
         domain = as_finite(domain_of_site(name, site))
         value = jnp.asarray(site["value"])
         dims = tuple(sorted(leaf_dims.items()))
+        groups = plate_groups(site) if reason is not None else None
+        group_dims = None if groups is None else tuple(sorted(groups.items()))
         names = frozenset(n for n, s in trace.items() if s["type"] == "sample")
-        return _Plan(name, tuple(value.shape), jnp.result_type(value), dims, domain, reason, names)
+        return _Plan(
+            name,
+            tuple(value.shape),
+            jnp.result_type(value),
+            dims,
+            domain,
+            reason,
+            group_dims,
+            names,
+        )
 
     def _summed_model(self, *args: Any, **kwargs: Any) -> None:
         """The model with the plan's site summed out: the model with the site's plate terms
         masked (``C``, the site held at its lowest value) and a factor of
-        ``sum_i log sum_v exp g_i(v)``; summed jointly, every term of the model's own sites
-        masked and a factor of ``log sum_m exp f(x_m)`` over the joint values ``x_m``."""
+        ``sum_i log sum_v exp g_i(v)``; summed by group, ``g_i`` of each group over its joint
+        values (summed jointly, one group: every term of the model's own sites masked)."""
         plan = self._plan
         assert plan is not None, "init first"
         fill = jnp.full(plan.shape, plan.low, plan.dtype)
-        # summed jointly: every term is in the sum over the joint values (no leaf dims)
-        dims = {} if self._joint is not None else plan.dims
+        dims = plan.dims if self._groups is None else self._groups.dims
         with handlers.trace() as model_trace:
             _DropPlateTerms(
                 handlers.condition(self._model, {plan.name: fill}), dims, plan.site_names
@@ -255,59 +300,86 @@ class MarginalNUTS(MCMCKernel):
         trace = prototype_trace(self._model, rng_key, model_args, kwargs)
         plan = self._plan_for(trace)
         if plan != self._plan:  # a new model or new data shapes (not every chain of a run)
-            self._plan, self._joint = plan, None
+            self._plan, self._groups = plan, None
             reason = plan.split_reason or self._split_mismatch(trace, model_args, kwargs)
             if reason is not None:
-                joint = joint_values(plan.domain, plan.shape, self._max_joint_values)
-                if joint is None:
+                try:
+                    self._groups = self._grouping(reason, trace, model_args, kwargs)
+                except ValueError:
                     self._plan = None
-                    raise ValueError(
-                        f"MarginalNUTS: site {plan.name!r} cannot be summed out: {reason}; nor "
-                        f"summed over its joint values: more than max_joint_values="
-                        f"{self._max_joint_values}."
-                    )
-                self._joint = jnp.asarray(joint, plan.dtype)
+                    raise
         return self._summed_model
+
+    def _grouping(self, reason: str, trace: dict, args: tuple, kwargs: dict) -> _Groups:
+        """How to sum out the plan's site, which does not split by coordinate (``reason``):
+        by plate element over each one's joint values where its terms split so, else over
+        the site's joint values; a ValueError with the reasons where neither is possible."""
+        plan = self._plan
+        assert plan is not None
+        limit = self._max_joint_values
+        if plan.group_dims is not None:
+            dims = dict(plan.group_dims)
+            axes = {len(plan.shape) + d for d in dims.values()}
+            layout = GroupLayout(
+                plan.shape, tuple(a for a in range(len(plan.shape)) if a not in axes)
+            )
+            values = group_joint_values(plan.domain, layout, limit)
+            plates = ", ".join(repr(p) for p in dims)
+            if values is None:
+                reason += (
+                    f"; nor summed per element of plate(s) {plates}: more than "
+                    f"max_joint_values={limit} joint values each"
+                )
+            else:
+                self._groups = _Groups(dims, layout, jnp.asarray(values, plan.dtype))
+                mismatch = self._group_split_mismatch(trace, args, kwargs)
+                if mismatch is None:
+                    return self._groups
+                self._groups = None
+                reason += f"; nor summed per element of plate(s) {plates}: {mismatch}"
+        joint = joint_values(plan.domain, plan.shape, limit)
+        if joint is None:
+            raise ValueError(
+                f"MarginalNUTS: site {plan.name!r} cannot be summed out: {reason}; nor summed "
+                f"over its joint values: more than max_joint_values={limit}."
+            )
+        whole = GroupLayout(plan.shape, tuple(range(len(plan.shape))))
+        return _Groups({}, whole, jnp.asarray(joint, plan.dtype))
 
     @property
     def joint_values(self) -> jax.Array | None:
         """Every joint value of the summed site, shape (M, *shape), where it is summed
-        jointly (it does not factorise); None where it is summed coordinate by coordinate."""
-        return self._joint
+        jointly (it splits neither by coordinate nor by plate element); else None."""
+        groups = self._groups
+        return groups.values if groups is not None and not groups.dims else None
 
     def conditional_logits(self, values: dict, model_args: tuple, model_kwargs: dict) -> jax.Array:
         """The summed site's exact conditional given the continuous sites' constrained
         ``values``, up to a constant (``-inf`` at impossible values); after :meth:`prepare`:
-        ``g_i(v)`` per coordinate, shape (n..., S), or where the site is summed jointly the
-        log density at each of :attr:`joint_values`, shape (M,)."""
-        if self._joint is None:
-            terms = self._terms(values, model_args, model_kwargs)
-        else:
-            terms = self._joint_log_densities(values, model_args, model_kwargs)
+        ``g_i(v)`` per coordinate, shape (n..., S); summed by group, ``g_i`` of each group at
+        each of its joint values, shape (*group_shape, M) (the site's shape with the axes that
+        are not plates of size 1; summed jointly, one group)."""
+        terms = self._terms(values, model_args, model_kwargs)
         return jnp.where(jnp.isnan(terms), -jnp.inf, terms)
 
-    def _joint_log_densities(self, values: dict, args: tuple, kwargs: dict) -> jax.Array:
-        """The model's log density at the continuous ``values`` and each joint value of the
-        site, shape (M,) (vmapped: one copy of the model in the program)."""
-        plan, joint = self._plan, self._joint
-        assert plan is not None and joint is not None
-
-        def at(x: jax.Array) -> jax.Array:
-            return log_density(self._model, args, kwargs, {**values, plan.name: x})[0]
-
-        return jax.vmap(at)(joint)
+    def _terms_fn(self, names: list, args: tuple, kwargs: dict) -> Callable:
+        """``(leaves, v) -> g``: the plate terms of the site (or of its groups) with every
+        coordinate (group) set to ``v``."""
+        plan, groups = self._plan, self._groups
+        assert plan is not None
+        dims, shape = (plan.dims, plan.shape) if groups is None else (
+            groups.dims, groups.layout.group_shape)  # fmt: skip
+        seeded = _seeded(conditioned(self._model))
+        return element_terms_fn(seeded, names, 0, dims, shape, args, kwargs)
 
     def _terms(self, values: dict, args: tuple, kwargs: dict) -> jax.Array:
-        """``g_i(v)`` at the continuous ``values``, shape (n..., S)."""
-        plan = self._plan
+        """``g_i(v)`` at the continuous ``values``: shape (n..., S), or (*group_shape, M)."""
+        plan, groups = self._plan, self._groups
         assert plan is not None
-        names = [plan.name, *values]
-        terms = element_terms_fn(
-            conditioned(self._model), names, 0, plan.dims, plan.shape, args, kwargs
-        )
+        terms = self._terms_fn([plan.name, *values], args, kwargs)
         leaves = (jnp.zeros(plan.shape, plan.dtype), *values.values())
+        candidates = jnp.arange(plan.num_values) + plan.low if groups is None else groups.values
         # vmapped over the values: one copy of the model in the program, not S
-        candidates = jnp.arange(plan.num_values) + plan.low
         return jnp.moveaxis(jax.vmap(lambda v: terms(leaves, v))(candidates), 0, -1)
 
     def _draw(self, z: dict, rng_key: jax.Array, args: tuple, kwargs: dict) -> jax.Array:
@@ -321,9 +393,10 @@ class MarginalNUTS(MCMCKernel):
         at_fill = handlers.condition(self._model, {plan.name: fill})
         constrained = constrain_fn(at_fill, args, kwargs, z)
         terms = self.conditional_logits(constrained, args, kwargs)
-        if self._joint is not None:
-            index = categorical_from_uniform(terms, jax.random.uniform(rng_key, ()))
-            return self._joint[index]
+        groups = self._groups
+        if groups is not None:
+            uniform = jax.random.uniform(rng_key, groups.layout.group_shape)
+            return groups.decode(categorical_from_uniform(terms, uniform))
         uniform = jax.random.uniform(rng_key, plan.shape)
         return (categorical_from_uniform(terms, uniform) + plan.low).astype(plan.dtype)
 
@@ -362,6 +435,70 @@ class MarginalNUTS(MCMCKernel):
         def check() -> tuple:
             terms = self._terms(values, args, kwargs)
             return jax.lax.map(lambda state: compare(terms, state), states)
+
+        rows, exact, at_states = (np.asarray(a, np.float64) for a in check())
+        for k in range(len(states)):
+            reason = plate_table_mismatch(rows[k], exact[k], float(at_states[k]))
+            if reason is not None:
+                return reason
+        return None
+
+    def _group_split_mismatch(self, trace: dict, args: tuple, kwargs: dict) -> str | None:
+        """Why the model's log density does not split as ``C + sum_i g_i(x_i)`` over the
+        site's groups ``x_i``, or None where it does: at the prior draw ``trace`` of the
+        continuous sites and three states of the site, a few groups each set to a few of
+        their joint values, the model's log density against ``C`` plus the other groups'
+        terms plus the group's table entry (setup only; one compiled program)."""
+        plan, groups = self._plan, self._groups
+        assert plan is not None and groups is not None
+        values = _latent_values(trace, plan.name)
+        masked = _DropPlateTerms(self._model, groups.dims, plan.site_names)
+        layout = groups.layout
+        num_groups = int(np.prod(layout.group_shape))
+        rng = np.random.default_rng(0)
+        chosen = jnp.asarray(
+            np.sort(
+                rng.choice(num_groups, min(num_groups, PLATE_CHECKED_COORDINATES), replace=False)
+            )
+        )
+        picked = jnp.asarray(
+            np.sort(rng.choice(groups.count, min(groups.count, 16), replace=False))
+        )
+        _, others = plate_check_draws(plan.domain, plan.shape, seed=0)
+        start = jnp.asarray(trace[plan.name]["value"], plan.dtype)
+        states = jnp.stack([start, *(jnp.asarray(o, plan.dtype) for o in others)])
+        group_of = jnp.asarray(layout.group_index())
+        terms_fn = self._terms_fn([plan.name, *values], args, kwargs)
+        rest = tuple(values.values())
+
+        def full(x: jax.Array) -> jax.Array:
+            return log_density(self._model, args, kwargs, {**values, plan.name: x})[0]
+
+        def other_terms(x: jax.Array) -> jax.Array:
+            return log_density(masked, args, kwargs, {**values, plan.name: x})[0]
+
+        def compare(table: jax.Array, state: jax.Array) -> tuple:
+            own = terms_fn((state, *rest), state).reshape(-1)  # g_i(x_i) at the state
+            own = jnp.where(jnp.isnan(own), -jnp.inf, own)
+            flat_table = table.reshape(num_groups, groups.count)
+            constant = other_terms(state)
+
+            def one(g: jax.Array) -> tuple:
+                # the other groups' terms summed without g's (a -inf there is not subtracted)
+                others_sum = jnp.sum(jnp.where(jnp.arange(num_groups) == g, 0.0, own))
+                predicted = constant + others_sum + flat_table[g, picked]
+                changed = jax.vmap(
+                    lambda v: jnp.where(group_of == g, jnp.broadcast_to(v, plan.shape), state)
+                )(groups.values[picked])
+                return predicted, jax.vmap(full)(changed)
+
+            predicted, exact = jax.vmap(one)(chosen)
+            return predicted, exact, full(state)
+
+        @jax.jit
+        def check() -> tuple:
+            table = self.conditional_logits(values, args, kwargs)
+            return jax.lax.map(lambda state: compare(table, state), states)
 
         rows, exact, at_states = (np.asarray(a, np.float64) for a in check())
         for k in range(len(states)):
@@ -523,6 +660,18 @@ def _nuts_settings(options: dict) -> dict:
     if isinstance(settings["step_size"], int):
         settings["step_size"] = float(settings["step_size"])
     return settings
+
+
+def _seeded(model: Callable) -> Callable:
+    """``model`` under a fresh seed at each call. A ``scan`` in the model asks for a key, and
+    NumPyro's ``block`` (around the terms inside the summed model) fetches one from the seed
+    outside it: inside a compiled function that stores the function's tracer in the outer
+    seed, which then leaks. The key is unused: every site inside has its value."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return handlers.seed(model, rng_seed=0)(*args, **kwargs)
+
+    return run
 
 
 def _latent_values(model_trace: dict, skip: str) -> dict:
