@@ -431,17 +431,7 @@ class MarginalNUTS(MCMCKernel):
             exact = jax.vmap(full)(changes).reshape(len(chosen), -1)
             return rows, exact, full(state)
 
-        @jax.jit
-        def check() -> tuple:
-            terms = self._terms(values, args, kwargs)
-            return jax.lax.map(lambda state: compare(terms, state), states)
-
-        rows, exact, at_states = (np.asarray(a, np.float64) for a in check())
-        for k in range(len(states)):
-            reason = plate_table_mismatch(rows[k], exact[k], float(at_states[k]))
-            if reason is not None:
-                return reason
-        return None
+        return _first_mismatch(lambda: self._terms(values, args, kwargs), compare, states)
 
     def _group_split_mismatch(self, trace: dict, args: tuple, kwargs: dict) -> str | None:
         """Why the model's log density does not split as ``C + sum_i g_i(x_i)`` over the
@@ -495,17 +485,8 @@ class MarginalNUTS(MCMCKernel):
             predicted, exact = jax.vmap(one)(chosen)
             return predicted, exact, full(state)
 
-        @jax.jit
-        def check() -> tuple:
-            table = self.conditional_logits(values, args, kwargs)
-            return jax.lax.map(lambda state: compare(table, state), states)
-
-        rows, exact, at_states = (np.asarray(a, np.float64) for a in check())
-        for k in range(len(states)):
-            reason = plate_table_mismatch(rows[k], exact[k], float(at_states[k]))
-            if reason is not None:
-                return reason
-        return None
+        table = partial(self.conditional_logits, values, args, kwargs)
+        return _first_mismatch(table, compare, states)
 
     # --- MCMCKernel
 
@@ -660,6 +641,24 @@ def _nuts_settings(options: dict) -> dict:
     if isinstance(settings["step_size"], int):
         settings["step_size"] = float(settings["step_size"])
     return settings
+
+
+def _first_mismatch(table_fn: Callable, compare: Callable, states: jax.Array) -> str | None:
+    """The first reason :func:`plate_table_mismatch` gives at the checked ``states`` (stacked),
+    or None: ``compare(table, state) -> (predicted rows, exact rows, log density at state)``
+    with ``table = table_fn()``, all in one compiled program."""
+
+    @jax.jit
+    def check() -> tuple:
+        table = table_fn()
+        return jax.lax.map(lambda state: compare(table, state), states)
+
+    rows, exact, at_states = (np.asarray(a, np.float64) for a in check())
+    for k in range(len(states)):
+        reason = plate_table_mismatch(rows[k], exact[k], float(at_states[k]))
+        if reason is not None:
+            return reason
+    return None
 
 
 def _seeded(model: Callable) -> Callable:
