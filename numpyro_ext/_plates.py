@@ -24,12 +24,12 @@ from numpyro.infer.util import compute_log_probs
 
 from discrete_kernels.coordinatewise import Evaluation, per_coordinate_mismatch, probe_states
 from discrete_kernels.domains import Categorical, coordinate_bounds
+from discrete_kernels.groups import plate_groups_of
 from discrete_kernels.sites import (
     LeafSpec,
     align_element_term,
     plate_check_draws,
     plate_dims_of,
-    plate_groups_of,
     plate_table_mismatch,
     single_site_substitutions,
     substitutions_at,
@@ -62,7 +62,7 @@ def plate_dims(site: dict) -> tuple[dict, str | None]:
 
 def plate_groups(site: dict) -> dict | None:
     """``{plate name: dim}`` of the plates among a site's dimensions where not every dimension
-    is one (:func:`discrete_kernels.sites.plate_groups_of`), else None."""
+    is one (:func:`discrete_kernels.groups.plate_groups_of`), else None."""
     frames = [(frame.name, frame.dim, frame.size) for frame in site["cond_indep_stack"]]
     return plate_groups_of(jnp.shape(site["value"]), tuple(site["fn"].event_shape), frames)
 

@@ -15,7 +15,7 @@ with the structure read from the plates, no rewrite of the model and no ``funsor
 A site in plates with an axis that is not one (the occasions of a ``scan``: a chain of alive
 states per animal) splits by group instead, one per plate element, each summed over its own
 joint values (``S^m`` for ``m`` coordinates a group: the same formula with the groups as
-coordinates, :class:`discrete_kernels.sites.GroupLayout`). A site that splits neither way
+coordinates, :class:`discrete_kernels.groups.GroupLayout`). A site that splits neither way
 (indicators inside one linear predictor) but that has few joint values is summed over all of
 them: one group (:func:`discrete_kernels.sites.joint_values`).
 """
@@ -43,10 +43,9 @@ from numpyro.util import is_prng_key
 
 from discrete_kernels._xp import categorical_from_uniform
 from discrete_kernels.domains import as_finite
+from discrete_kernels.groups import GroupLayout, group_joint_values
 from discrete_kernels.sites import (
     PLATE_CHECKED_COORDINATES,
-    GroupLayout,
-    group_joint_values,
     joint_values,
     plate_check_draws,
     plate_table_mismatch,

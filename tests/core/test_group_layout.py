@@ -1,11 +1,11 @@
-"""A leaf's coordinates grouped by its plate axes (:class:`discrete_kernels.sites.GroupLayout`):
+"""A leaf's coordinates grouped by its plate axes (:class:`discrete_kernels.groups.GroupLayout`):
 which axes are plates, each coordinate's group and place in it, and every joint value of a
 group."""
 
 import numpy as np
 
 from discrete_kernels.domains import Binary, Categorical, Ordinal
-from discrete_kernels.sites import GroupLayout, group_joint_values, plate_groups_of
+from discrete_kernels.groups import GroupLayout, group_joint_values, plate_groups_of
 
 
 def test_the_plates_among_a_sites_axes():
