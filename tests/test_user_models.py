@@ -237,6 +237,32 @@ def test_a_finer_grid_changes_nothing():
     np.testing.assert_allclose(coarse, fine, rtol=1e-7)
 
 
+@pytest.mark.parametrize("name", [n for n, e in um.MODELS.items() if e.init is not None])
+def test_the_suites_starts_have_a_finite_log_density(name):
+    """The starts the suite gives every sampler (discrete sites as values, continuous ones
+    unconstrained, as NUTS takes them; the rest from a prior draw) are possible states."""
+    from numpyro import handlers
+    from numpyro.distributions import biject_to
+
+    entry = um.MODELS[name]
+    data = entry.data(entry.sizes[0])
+    start = entry.init(data)  # type: ignore[misc]
+    with handlers.seed(rng_seed=0):
+        prior = handlers.trace(entry.model).get_trace(*data)
+    values = {}
+    for site_name, site in prior.items():
+        if site["type"] != "sample" or site["is_observed"]:
+            continue
+        support = site["fn"].support
+        given = start.get(site_name)
+        if given is None:
+            values[site_name] = site["value"]
+        else:
+            values[site_name] = given if support.is_discrete else biject_to(support)(given)
+    assert set(start) <= set(values)
+    assert np.isfinite(float(log_density(entry.model, data, {}, values)[0]))
+
+
 def test_every_model_has_its_parts():
     assert len(um.MODELS) >= 12
     for entry in um.MODELS.values():
