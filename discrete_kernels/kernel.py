@@ -34,7 +34,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from ._xp import Array, array_namespace, nan_to, python_loop, sum_of
 from .domains import Binary, Domain
-from .sites import check_windowed_sites
+from .sites import CHAIN, check_windowed_sites
 from .validation import check_exact_table_memory
 
 #: the ``mode`` of a leaf record whose table is evaluated at every single-coordinate change
@@ -130,6 +130,9 @@ class Sites(NamedTuple):
     - **single_site_tables** - per leaf, whether its table comes from one evaluation of the
       model per single-coordinate change (``N x S`` of them, an exact site that is not a
       plate), or None (no such leaf known).
+    - **chain_tables** - per leaf, whether its local information is its pair table
+      (``(N - 1, S, S)``: :mod:`discrete_kernels.chains`, a site whose coordinates interact
+      only with their neighbours in flat order), or None (no such leaf).
     - **per_coordinate_mh** - every coordinate of every leaf is conditionally independent of
       all the others and its local information depends on its own value only (verified by
       the adapter, which then passes a :class:`LocalFnWithTerms`): the MH decision is made
@@ -152,6 +155,7 @@ class Sites(NamedTuple):
     single_site_tables: tuple[bool, ...] | None = None
     per_coordinate_mh: bool = False
     chains_in_rows: bool = False
+    chain_tables: tuple[bool, ...] | None = None
 
     @classmethod
     def from_leaves(
@@ -165,6 +169,7 @@ class Sites(NamedTuple):
         ``"exact"`` marks a single-site table) and, optionally, the leaves' shapes."""
         colourings = tuple(getattr(s, "colours", None) for s in leaves)
         single = tuple(getattr(s, "mode", None) == SINGLE_SITE_TABLE_MODE for s in leaves)
+        chains = tuple(getattr(s, "mode", None) == CHAIN for s in leaves)
         return cls(
             tuple(s.name for s in leaves),
             tuple(s.domain for s in leaves),
@@ -173,7 +178,12 @@ class Sites(NamedTuple):
             colourings if any(c is not None for c in colourings) else None,
             None if shapes is None else tuple(math.prod(shape) for shape in shapes),
             single if any(single) else None,
+            chain_tables=chains if any(chains) else None,
         )
+
+    def is_chain(self, j: int) -> bool:
+        """Whether leaf ``j``'s local information is its pair table (a chain)."""
+        return self.chain_tables is not None and self.chain_tables[j]
 
     def colouring(self, j: int) -> Any:
         """Leaf ``j``'s colours (an integer array of its shape), or None (one block)."""
@@ -468,6 +478,9 @@ class Sampler:
     - **needs_plate_tables** - whether every leaf must be conditionally independent in its
       coordinates with its exact table as local information (the drivers verify it at setup
       and refuse a site that is not, with the reason).
+    - **draws_chains** - whether the step takes a chain's pair table as a leaf's local
+      information (:data:`Sites.chain_tables`) and draws the whole chain from it; the drivers
+      then give one to a site whose coordinates interact only with their flat neighbours.
     - **windowed_domains** - whether the step samples windowed leaves
       (:class:`~discrete_kernels.Integer`: counts, proposed around the current value); the
       others are refused at setup with the kernels that do.
@@ -486,6 +499,7 @@ class Sampler:
     site_options: ClassVar[tuple[str, ...]] = ("exact_sites",)
     uses_locals: ClassVar[bool] = True
     needs_plate_tables: ClassVar[bool] = False
+    draws_chains: ClassVar[bool] = False
     windowed_domains: ClassVar[bool] = False
     steps_chains_in_rows: ClassVar[bool] = False
 

@@ -33,6 +33,7 @@ __all__ = [
     "summed_out_log_density",
     "table_from_element_terms",
     "AUTO_EXACT_BUDGET",
+    "CHAIN",
     "EXACT",
     "FIRST_ORDER_NATS_LIMIT",
     "FIRST_ORDER_TV_LIMIT",
@@ -75,6 +76,9 @@ EXACT = "exact"  # f at every single-site change; a table
 # f at every single-site change, from S evaluations of the per-coordinate terms of a site whose
 # coordinates are conditionally independent given the rest (a plate); a table
 PLATE = "plate"
+# f at every change of two neighbouring flat coordinates, for a site whose coordinates interact
+# only with their neighbours (a chain, :mod:`discrete_kernels.chains`); shape (N - 1, S, S)
+CHAIN = "chain"
 
 FIRST_ORDER_TV_LIMIT = 0.3
 """Above this total variation the gradient's proposal is judged badly wrong for a site."""

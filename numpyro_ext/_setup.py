@@ -25,6 +25,7 @@ from numpyro.infer.util import _prepare_model_for_potential, potential_energy
 from discrete_kernels import LocalFnWithTerms, Sampler, Sites
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
+from discrete_kernels.chains import draws_chain, is_chain_graph
 from discrete_kernels.colouring import (
     MAX_DEPENDENCE_ENTRIES,
     MAX_TABLE_PROBE_EVALUATIONS,
@@ -53,6 +54,7 @@ from ._plates import (
     verify_plate_table,
 )
 from ._target import (
+    CHAIN,
     EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
@@ -382,6 +384,7 @@ def setup_model(
                 model_kwargs,
                 getattr(sampler, "blocks", None),
                 sampler.needs_plate_tables,
+                sampler.draws_chains,
             )
         leaves, dims, owners = decisions[plate_key]
     sites = _sites(owner, leaves, setup.leaf_shapes, sampler, options, None)
@@ -489,6 +492,7 @@ def _plate_leaves(
     model_kwargs: dict,
     blocks: dict | None = None,
     needs_tables: bool = False,
+    draws_chains: bool = False,
 ) -> tuple[tuple[LeafSpec, ...], dict, dict]:
     """The leaves with the ``wanted`` ones in plate mode where their plates make their
     coordinates conditionally independent, or else a colouring does (the user's ``blocks``
@@ -496,8 +500,10 @@ def _plate_leaves(
     random state; their plate dims and their term owners. For a sampler that needs plate
     tables, a site that neither makes independent is kept in exact mode with a colouring
     found from its single-site tables (:func:`_table_colouring`) where one exists, and
-    refused with an error naming the site and the reason otherwise; for other samplers an
-    exact site keeps its single-site table."""
+    refused with an error naming the site and the reason otherwise (for a sampler that
+    ``draws_chains``, a site whose coordinates interact only with their flat neighbours gets
+    its pair table instead: :mod:`discrete_kernels.chains`); for other samplers an exact site
+    keeps its single-site table."""
     out, dims, owners = list(leaves), dict[str, dict](), dict[str, np.ndarray]()
     blocks = {} if blocks is None else blocks
     points = [
@@ -563,11 +569,12 @@ def _plate_leaves(
         if reason is not None and needs_tables:
             # a factor summed over the site hides from the terms which coordinates interact;
             # the site's single-site tables show it, and are drawn colour by colour
-            colours, table_reason, probed = _table_colouring(
+            colours, table_reason, probed, chain = _table_colouring(
                 setup, j, spec, points, blocks.get(spec.name), model_args, model_kwargs
             )
             if colours is not None:
-                out[j] = LeafSpec(spec.name, spec.domain, EXACT, colours)
+                mode = CHAIN if draws_chains and chain else EXACT
+                out[j] = LeafSpec(spec.name, spec.domain, mode, colours)
                 continue
             # probed: the tables' answer replaces the terms' (which may suggest a rewrite)
             reason = "; ".join(r for r in (plate_reason if probed else reason, table_reason) if r)
@@ -698,11 +705,14 @@ def _table_colouring(
     given: Any,
     model_args: tuple,
     model_kwargs: dict,
-) -> tuple[np.ndarray | None, str, bool]:
-    """``(colours of leaf j's shape, "", True)``: a colouring of leaf ``j`` under which no two
-    coordinates of one colour interact, read from its single-site tables (the user's
-    ``given`` one, checked, or a greedy one); else ``(None, reason, probed)``, ``probed``
-    whether the tables were probed at all.
+) -> tuple[np.ndarray | None, str, bool, bool]:
+    """``(colours of leaf j's shape, "", True, chain)``: a colouring of leaf ``j`` under which
+    no two coordinates of one colour interact, read from its single-site tables (the user's
+    ``given`` one, checked, or a greedy one), and whether the leaf is better drawn whole as a
+    chain (its coordinates interact only with their flat neighbours, no ``given`` colouring,
+    and its pair table costs little more than a sweep: :func:`~discrete_kernels.chains.
+    draws_chain`); else ``(None, reason, probed, False)``, ``probed`` whether the tables were
+    probed at all.
 
     The tables are probed at the first two of ``points`` and at the first with every
     coordinate of the leaf moved to its next value (so that, for a binary site, a coupling
@@ -715,7 +725,7 @@ def _table_colouring(
     if given is not None:
         flat_given, problem = _given_colours(spec, shape, given)
         if problem is not None:
-            return None, problem, False
+            return None, problem, False, False
     if size * size * num_values > MAX_TABLE_PROBE_EVALUATIONS:
         return (
             None,
@@ -724,6 +734,7 @@ def _table_colouring(
                 f"interact from its exact tables ({size * size * num_values} evaluations of the "
                 f"model, at most {MAX_TABLE_PROBE_EVALUATIONS})"
             ),
+            False,
             False,
         )
     x = points[0][j]
@@ -738,8 +749,8 @@ def _table_colouring(
     if flat_given is not None:
         problem = check_graph_colouring(graph, flat_given, why)
         if problem is not None:
-            return None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}", True
-        return flat_given.reshape(shape), "", True
+            return None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}", True, False
+        return flat_given.reshape(shape), "", True, False
     colours = greedy_graph_colouring(graph)
     if size > 1 and int(colours.max()) + 1 >= size:
         return (
@@ -749,8 +760,10 @@ def _table_colouring(
                 "conditional of every other, found from its single-site tables)"
             ),
             True,
+            False,
         )
-    return colours.reshape(shape), "", True
+    chain = is_chain_graph(graph) and draws_chain(size, num_values, int(colours.max()) + 1)
+    return colours.reshape(shape), "", True, chain
 
 
 def _switch_badly_estimated_sites(

@@ -17,8 +17,10 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
 from discrete_kernels import Binary, Categorical, Domain, Integer, Ordinal
+from discrete_kernels.chains import pair_substitutions
 from discrete_kernels.domains import as_domain
 from discrete_kernels.sites import (
+    CHAIN,
     EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
@@ -172,10 +174,11 @@ def make_local_fn(
     to ``log_density`` as one-hot floats and differentiated there; exact leaves are
     evaluated at every single-site substitution with ``vmap``; plate leaves from their
     per-coordinate terms (``element_terms[j]: (leaves, v) -> g``, ``g_i(v)`` of the leaf's shape)
-    at each of their ``S`` values, every coordinate at once.
+    at each of their ``S`` values, every coordinate at once; chain leaves at every change of
+    two neighbouring flat coordinates (their pair table, shape (N - 1, S, S)).
     """
     element_terms = {} if element_terms is None else element_terms
-    differentiable = [j for j, s in enumerate(specs) if s.mode not in (EXACT, PLATE)]
+    differentiable = [j for j, s in enumerate(specs) if s.mode not in (EXACT, PLATE, CHAIN)]
 
     def to_inputs(leaves: tuple, replaced: dict) -> tuple:
         out = list(leaves)
@@ -207,12 +210,15 @@ def make_local_fn(
         for j, spec in enumerate(specs):
             if spec.mode == PLATE:
                 locals_[j] = _plate_table(f, leaves, j, spec.domain, element_terms[j])
-            if spec.mode != EXACT:
+            if spec.mode not in (EXACT, CHAIN):
                 continue
-            x = leaves[j]
-            batch = single_site_substitutions(spec.domain, x)
+            x, num_values = leaves[j], spec.domain.num_values
+            if spec.mode == CHAIN:
+                batch, shape = pair_substitutions(spec.domain, x), (-1, num_values, num_values)
+            else:
+                batch, shape = single_site_substitutions(spec.domain, x), (*x.shape, num_values)
             values = jax.vmap(lambda v, j=j: log_density(to_inputs(leaves, {j: v})))(batch)
-            locals_[j] = jnp.reshape(values, tuple(x.shape) + (spec.domain.num_values,))
+            locals_[j] = jnp.reshape(values, shape)
         return f, tuple(locals_)
 
     return local_fn

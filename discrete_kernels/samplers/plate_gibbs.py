@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .._xp import Array, array_namespace, categorical_from_uniform, log_softmax
+from ..chains import chain_draw, chain_log_prob
 from ..domains import Domain
 from ..kernel import (
     ChainState,
@@ -32,6 +33,7 @@ from ..kernel import (
     StepInfo,
     StepParameters,
     hamming_distance,
+    mh_finish,
 )
 from ..validation import check_step_arguments
 
@@ -45,9 +47,10 @@ def plate_gibbs_step(
     local_fn: LocalFn,
     domains: Sequence[Domain],
     colourings: Sequence[Any] | None = None,
+    chains: Sequence[bool] | None = None,
 ) -> tuple[ChainState, StepInfo]:
-    """One systematic scan: each leaf in turn, colour by colour, drawn from its exact
-    conditional.
+    """One systematic scan: each leaf in turn, colour by colour (or, a chain, whole), drawn
+    from its exact conditional.
 
     Parameters
     ----------
@@ -56,16 +59,21 @@ def plate_gibbs_step(
         (a plate's, or a colouring's) or single-site ones (a coloured site whose terms hide
         its structure); row ``i`` is coordinate ``i``'s conditional given all others, so the
         rows of one colour, whose coordinates do not interact, are a joint conditional.
-    uniforms : per leaf, uniforms in [0, 1) of the leaf's shape
+    uniforms : per leaf, uniforms in [0, 1) of the leaf's shape; with chain leaves, then one
+        array of one uniform per chain leaf (their MH decisions)
     local_fn : ``leaves -> (f, tables)``; evaluated once per leaf and colour
     domains : per leaf
     colourings : per leaf, None (one block: a plate) or an integer array of the leaf's shape;
         the coordinates of one colour are drawn together, the colours in turn
+    chains : per leaf, whether its local is its pair table (shape (N - 1, S, S)); such a leaf
+        is drawn whole, by forward filtering and backward sampling
+        (:func:`discrete_kernels.chains.chain_draw`), its colouring unused
 
     Returns
     -------
     (ChainState, StepInfo)
-        ``accept_prob`` 1 (a Gibbs update), ``accepted`` whether any coordinate changed,
+        ``accept_prob`` 1 (a Gibbs update; with chain leaves, the product of their MH
+        acceptance probabilities), ``accepted`` whether any coordinate changed,
         ``hamming_distance`` how many did.
 
     Raises
@@ -73,12 +81,20 @@ def plate_gibbs_step(
     ValueError, TypeError
         Uniforms of the wrong number, shape or array library (checked at trace time).
     """
-    check_step_arguments("plate_gibbs_step", state.x, uniforms, None)
+    chains = [False] * len(domains) if chains is None else chains
+    num_chains = sum(bool(c) for c in chains)
+    check_step_arguments("plate_gibbs_step", state.x, uniforms[: len(domains)], None)
     chain = state
     colourings = [None] * len(domains) if colourings is None else colourings
+    accept_prob = None
     for j, (domain, u, colours) in enumerate(zip(domains, uniforms, colourings)):
         x = chain.x[j]
         xp = array_namespace(x)
+        if chains[j]:
+            mh_uniform = uniforms[len(domains)][sum(bool(c) for c in chains[:j])]
+            chain, prob = _chain_move(chain, j, domain, xp.reshape(u, (-1,)), mh_uniform, local_fn)
+            accept_prob = prob if accept_prob is None else accept_prob * prob
+            continue
         num_colours = 1 if colours is None else int(colours.max()) + 1
         for colour in range(num_colours):
             value = xp.astype(categorical_from_uniform(chain.local[j], u) + domain.low, x.dtype)
@@ -89,7 +105,35 @@ def plate_gibbs_step(
             chain = ChainState(leaves, f, tuple(local))
     distance = hamming_distance(state.x, chain.x, chain.log_density)
     xp = array_namespace(distance)
-    return chain, StepInfo(xp.ones_like(distance), distance > 0, distance)
+    if num_chains == 0 or accept_prob is None:
+        accept_prob = xp.ones_like(distance)
+    return chain, StepInfo(xp.astype(accept_prob, distance.dtype), distance > 0, distance)
+
+
+def _chain_move(
+    chain: ChainState, j: int, domain: Domain, uniforms: Array, mh_uniform: Array, local_fn: LocalFn
+) -> tuple[ChainState, Array]:
+    """Leaf ``j`` (a chain) drawn whole from its pair table, then an MH decision.
+
+    The draw is the exact conditional where the site's log density is a chain in it (the
+    setup checks that at probed states), up to the table's rounding; the MH ratio, with the
+    reverse probability read from the pair table at the draw (which the next step needs
+    anyway), makes the move exact whatever the rounding, and where an impossible value at a
+    neighbour hides part of the chain from the table (those states are not proposed from
+    there). Returns the new state and the acceptance probability."""
+    x = chain.x[j]
+    xp = array_namespace(x)
+    positions = xp.reshape(x, (-1,)) - domain.low
+    drawn = chain_draw(chain.local[j], positions, uniforms)
+    value = xp.reshape(xp.astype(drawn + domain.low, x.dtype), x.shape)
+    leaves = chain.x[:j] + (value,) + chain.x[j + 1 :]
+    f, local = local_fn(leaves)
+    forward = chain_log_prob(chain.local[j], positions, drawn)
+    reverse = chain_log_prob(local[j], drawn, positions)
+    kept, info = mh_finish(
+        chain, ChainState(leaves, f, tuple(local)), forward, reverse, mh_uniform, True
+    )
+    return kept, info.accept_prob
 
 
 #: most colours of one site PlateGibbs takes: a sweep costs ``C^2 x S`` evaluations per site
@@ -117,7 +161,13 @@ class PlateGibbs(Sampler):
     instead (moving each coordinate in turn and comparing the others' conditionals:
     ``3 x N x N x S`` evaluations at setup, at most
     :data:`~discrete_kernels.colouring.MAX_TABLE_PROBE_EVALUATIONS` per probed state); such a
-    site keeps those tables, ``N x S`` evaluations (vmapped) per colour and step. A site whose
+    site keeps those tables, ``N x S`` evaluations (vmapped) per colour and step. Where those
+    tables show a chain (every coordinate interacts only with its flat neighbours: an HMM's
+    transitions summed into one ``factor``), the site is drawn whole instead: from its pair
+    table (``(N - 1) x S^2`` evaluations, used where that is at most
+    :data:`~discrete_kernels.chains.MAX_PAIR_TABLE_COST` times a sweep's), by forward
+    filtering and backward sampling, followed by an MH step that keeps the move exact
+    (acceptance 1 up to rounding; :mod:`discrete_kernels.chains`). A site whose
     every coordinate interacts with every other (a dense quadratic form) is refused with the
     reason.
     Use it alone or as a block of ``Gibbs`` next to NUTS for the continuous sites. Nothing is
@@ -133,6 +183,7 @@ class PlateGibbs(Sampler):
 
     blocks: Mapping[str, Any] | None = None
     name: ClassVar[str] = "PlateGibbs"
+    draws_chains: ClassVar[bool] = True
     reported: ClassVar[tuple[str, ...]] = ("accepted", "hamming_distance")
     progress: ClassVar[tuple[tuple[str, str, str], ...]] = (("changed", "hamming_distance", ".3g"),)
     site_options: ClassVar[tuple[str, ...]] = ()
@@ -183,7 +234,10 @@ class PlateGibbs(Sampler):
                 )
 
     def noise_shapes(self, sites: Sites, leaf_shapes: Sequence[tuple[int, ...]]) -> NoiseShapes:
-        return NoiseShapes(tuple(tuple(shape) for shape in leaf_shapes))
+        shapes = tuple(tuple(shape) for shape in leaf_shapes)
+        chains = sum(sites.is_chain(j) for j in range(len(shapes)))
+        # a chain's draw ends in an MH decision (:func:`_chain_move`): one uniform each
+        return NoiseShapes(shapes + (((chains,),) if chains else ()))
 
     def adapt_init(self, like, num_warmup, sites, flat_dim, control: ControlFlow) -> Any:
         return ()
@@ -201,14 +255,22 @@ class PlateGibbs(Sampler):
             local_fn=local_fn,
             domains=sites.domains,
             colourings=sites.colourings,
+            chains=sites.chain_tables,
         )
 
     def log_proposal(self, chain: ChainState, ys: tuple, params: StepParameters, sites: Sites):
         """``log q(ys | chain)`` of one scan (for exact tests), the leaves' tables recomputed
         along the scan only through ``chain``: valid for one leaf, where the scan is one draw
         from the table."""
+        if len(ys) == 1 and sites.is_chain(0):
+            low = sites.domains[0].low
+            xp = array_namespace(ys[0])
+            flat = [xp.reshape(v, (-1,)) - low for v in (chain.x[0], ys[0])]
+            return chain_log_prob(chain.local[0], flat[0], flat[1])
         if len(ys) != 1 or sites.colouring(0) is not None:
-            raise NotImplementedError("log_proposal of PlateGibbs: one uncoloured leaf only")
+            raise NotImplementedError(
+                "log_proposal of PlateGibbs: one uncoloured leaf, or one chain, only"
+            )
         table = chain.local[0]
         xp = array_namespace(table)
         values = xp.arange(table.shape[-1]) + sites.domains[0].low

@@ -240,10 +240,10 @@ def test_gradient_kernels_run_on_the_scan_hmm_with_the_coloured_table():
     assert_mc_close(got, hmm_marginals().ravel())
 
 
-def test_plate_gibbs_on_a_chain_in_a_gibbs_sweep_next_to_nuts_matches_the_exact_posterior():
-    kernel = Gibbs(
-        [(nx.PlateGibbs(chain_mu_model), discrete_latent_sites), (NUTS(chain_mu_model), None)]
-    )
+def check_chain_mu_in_a_gibbs_sweep(model) -> None:
+    """PlateGibbs on ``z`` next to NUTS on ``mu`` against :func:`chain_mu_exact` (``model``:
+    :func:`chain_mu_model` or a rewrite of it with the same density)."""
+    kernel = Gibbs([(nx.PlateGibbs(model), discrete_latent_sites), (NUTS(model), None)])
     mcmc = MCMC(kernel, num_warmup=200, num_samples=2000, progress_bar=False)
     mcmc.run(jax.random.key(7))
     samples = mcmc.get_samples(group_by_chain=True)
@@ -251,6 +251,10 @@ def test_plate_gibbs_on_a_chain_in_a_gibbs_sweep_next_to_nuts_matches_the_exact_
     assert_mc_close(np.asarray(samples["z"], float), mean_z)
     mu = np.asarray(samples["mu"], float)
     assert_mc_close(np.stack([mu, mu**2], -1), np.array([mean_mu, second]))
+
+
+def test_plate_gibbs_on_a_chain_in_a_gibbs_sweep_next_to_nuts_matches_the_exact_posterior():
+    check_chain_mu_in_a_gibbs_sweep(chain_mu_model)
 
 
 def test_dmala_with_exact_sites_on_the_lattice_uses_the_coloured_table():

@@ -2,10 +2,14 @@
 the terms say every coordinate touches that term, so the setup finds from the site's
 single-site exact tables which coordinates interact, colours them (even/odd, a checkerboard)
 and the sweep draws colour by colour from fresh single-site tables. The sweep's transition
-matrix is exactly stationary on a summed categorical chain and a summed 3x3 Ising lattice
-(and the jitted step draws from it); forcing one colour breaks stationarity (the power); a
-dense summed factor, a wrong ``blocks=`` and a site too large to probe are refused with the
-reason."""
+matrix is exactly stationary on a summed categorical chain (coloured by ``blocks=``) and a
+summed 3x3 Ising lattice (and the jitted step draws from it); forcing one colour breaks
+stationarity (the power). A chain without ``blocks=`` is drawn whole from its pair table
+(forward filtering, backward sampling, then an MH step): its exact transition matrix is
+stationary, from every state it draws the posterior itself, and without its MH step a
+proposal that ignores the pair terms is not stationary (the power); inside a ``Gibbs`` sweep
+next to NUTS it matches the exact posterior. A dense summed factor, a wrong ``blocks=`` and a
+site too large to probe are refused with the reason."""
 
 import itertools
 
@@ -24,6 +28,10 @@ from .test_block_gibbs import (
     COUPLING,
     FIELD,
     LATTICE_STATES,
+    PRIOR,
+    W,
+    Y,
+    check_chain_mu_in_a_gibbs_sweep,
     driver_setup,
     lattice_posterior,
 )
@@ -79,8 +87,8 @@ def tables_at(local_fn, states: np.ndarray, shape: tuple) -> np.ndarray:
     return np.asarray(tables, np.float64).reshape(len(states), states.shape[1], -1)
 
 
-def test_a_summed_chain_is_coloured_even_odd_from_its_tables_and_its_sweep_is_stationary():
-    kernel = nx.PlateGibbs(summed_chain_model)
+def test_a_summed_chain_coloured_by_blocks_is_swept_and_its_sweep_is_stationary():
+    kernel = nx.PlateGibbs(summed_chain_model, blocks={"c": np.array([0, 1, 0, 1])})
     setup, local_fn = driver_setup(kernel)
     leaf = setup.leaves[0]
     assert leaf.mode == dk.sites.EXACT  # single-site tables, drawn colour by colour
@@ -111,6 +119,111 @@ def test_a_summed_chain_is_coloured_even_odd_from_its_tables_and_its_sweep_is_st
     assert counts[~seen].sum() < 5 * max(1.0, expected[~seen].sum()) + 10
 
 
+def chain_transition_matrix(kernel, setup, local_fn, metropolis=True) -> np.ndarray:
+    """The exact transition matrix of the whole-chain move on ``CHAIN_STATES``: from each
+    state ``a`` the proposal ``q_a(b)`` (the kernel's ``log_proposal``, from ``a``'s pair
+    table) times the MH acceptance ``min(1, pi(b) q_b(a) / (pi(a) q_a(b)))`` (or 1)."""
+    batch = jnp.asarray(CHAIN_STATES, jnp.int32)
+    f, (tables,) = jax.jit(jax.vmap(lambda x: local_fn((x,))))(batch)
+    params = kernel.spec.parameters(())
+
+    def log_q(a: int, b: int) -> float:
+        chain = dk.ChainState((batch[a],), f[a], (tables[a],))
+        return kernel.spec.log_proposal(chain, (batch[b],), params, setup.sites)
+
+    m = len(CHAIN_STATES)
+    q = np.array(
+        jax.jit(jax.vmap(jax.vmap(log_q, (None, 0)), (0, None)))(np.arange(m), np.arange(m)),
+        np.float64,
+    )
+    f = np.asarray(f, np.float64)
+    p = np.exp(q)
+    if metropolis:
+        log_ratio = f[None, :] - f[:, None] + q.T - q
+        p = p * np.exp(np.minimum(log_ratio, 0.0))
+    np.fill_diagonal(p, 0.0)
+    np.fill_diagonal(p, 1.0 - p.sum(axis=1))
+    return p
+
+
+def test_a_summed_chain_is_drawn_whole_from_its_pair_table_and_the_move_is_stationary():
+    kernel = nx.PlateGibbs(summed_chain_model)
+    setup, local_fn = driver_setup(kernel)
+    leaf = setup.leaves[0]
+    assert leaf.mode == dk.sites.CHAIN
+    np.testing.assert_array_equal(leaf.colours, [0, 1, 0, 1])  # found from its tables
+    p = chain_transition_matrix(kernel, setup, local_fn)
+    pi = chain_posterior()
+    assert np.max(np.abs(pi @ p - pi)) < 1e-6
+    # every proposal is the posterior itself (up to float32 rounding): an independent draw
+    assert np.max(np.abs(p - pi[None, :])) < 1e-4
+    # the jitted step, noise and all, from one state draws from the posterior
+    start = 40
+    chain = kernel.spec.init((jnp.asarray(CHAIN_STATES[start], jnp.int32),), local_fn)
+    params = kernel.spec.parameters(())
+    assert kernel.spec.noise_shapes(setup.sites, setup.leaf_shapes).uniforms == ((CHAIN_N,), (1,))
+
+    def step(key):
+        u, mh = (
+            jax.random.uniform(key, (CHAIN_N,)),
+            jax.random.uniform(jax.random.fold_in(key, 1), (1,)),
+        )
+        new, info = kernel.spec.step(
+            chain, dk.StepNoise((u, mh), jnp.float32(0.5)), params, (), setup.sites, local_fn
+        )
+        return new.x[0], info.accept_prob
+
+    num = 20000
+    ends, accept = jax.jit(jax.vmap(step))(jax.random.split(jax.random.key(4), num))
+    assert float(np.min(accept)) > 0.999
+    index = np.asarray(ends) @ (CHAIN_S ** np.arange(CHAIN_N - 1, -1, -1))
+    counts = np.bincount(index, minlength=len(CHAIN_STATES))
+    expected = pi * num
+    seen = expected > 5
+    chi2 = np.sum((counts[seen] - expected[seen]) ** 2 / expected[seen])
+    assert chi2 < seen.sum() + 6 * np.sqrt(2 * seen.sum()), chi2
+
+
+def test_a_chain_proposal_without_its_pair_terms_needs_the_mh_step(monkeypatch):
+    """The power of the test above: with the pair terms dropped from the expansion the draw
+    is a product of single-site conditionals; its MH step keeps the move stationary, and the
+    same proposal always accepted is not."""
+    from discrete_kernels import chains
+
+    exact = chains.chain_potentials
+
+    def without_pairs(table, positions):
+        unary, pairwise = exact(table, positions)
+        return unary, jnp.zeros_like(pairwise)
+
+    monkeypatch.setattr(chains, "chain_potentials", without_pairs)
+    kernel = nx.PlateGibbs(summed_chain_model)
+    setup, local_fn = driver_setup(kernel)
+    pi = chain_posterior()
+    corrected = chain_transition_matrix(kernel, setup, local_fn)
+    assert np.max(np.abs(pi @ corrected - pi)) < 1e-6
+    uncorrected = chain_transition_matrix(kernel, setup, local_fn, metropolis=False)
+    assert np.max(np.abs(pi @ uncorrected - pi)) > 1e-3
+
+
+def summed_chain_mu_model(y=Y):
+    """test_block_gibbs's chain next to a continuous mean, its pair terms summed into one
+    factor: a chain only its single-site tables reveal."""
+    mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+    with numpyro.plate("rows", 4):
+        z = numpyro.sample("z", dist.Bernoulli(PRIOR))
+        numpyro.sample("y", dist.Normal(mu + jnp.asarray(W) * z, 1.0), obs=y)
+    s = 2 * z - 1
+    numpyro.factor("pairs", COUPLING * jnp.sum(s[:-1] * s[1:]))
+
+
+def test_a_summed_chain_drawn_whole_in_a_gibbs_sweep_next_to_nuts_matches_the_exact_posterior():
+    given_mu = numpyro.handlers.condition(summed_chain_mu_model, {"mu": 0.3})
+    setup, _ = driver_setup(nx.PlateGibbs(given_mu))
+    assert setup.leaves[0].mode == dk.sites.CHAIN
+    check_chain_mu_in_a_gibbs_sweep(summed_chain_mu_model)
+
+
 def test_a_summed_lattice_is_coloured_as_a_checkerboard_and_its_sweep_is_stationary():
     setup, local_fn = driver_setup(nx.PlateGibbs(summed_lattice_model))
     leaf = setup.leaves[0]
@@ -130,6 +243,7 @@ def test_one_colour_forced_on_a_summed_factor_breaks_stationarity(monkeypatch, m
     monkeypatch.setattr(
         "numpyro_ext._setup.greedy_graph_colouring", lambda g: np.zeros(g.shape[0], np.int64)
     )
+    monkeypatch.setattr("numpyro_ext._setup.draws_chain", lambda *args: False)  # a sweep
     setup, local_fn = driver_setup(nx.PlateGibbs(model))
     colours = np.asarray(setup.leaves[0].colours).reshape(-1)
     assert colours.max() == 0

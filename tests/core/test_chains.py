@@ -1,0 +1,165 @@
+"""Whole-chain draws from pair tables (:mod:`discrete_kernels.chains`): the draw's log
+probability equals the brute-force conditional on every state of small chains (impossible
+values included) in NumPy, JAX and torch; the draws' frequencies match it (a chi-square whose
+power is shown on the chain with its pair terms dropped); the parallel scans equal their
+sequential definitions; the pair substitutions' layout; the chain-graph test and the cost
+rule."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from discrete_kernels.chains import (
+    MAX_PAIR_TABLE_COST,
+    chain_draw,
+    chain_log_prob,
+    chain_potentials,
+    draws_chain,
+    forward_messages,
+    is_chain_graph,
+    pair_substitutions,
+)
+from discrete_kernels.domains import Categorical, Ordinal
+
+
+def random_chain(size: int, num_values: int, seed: int, impossible: bool = False):
+    """``f(x) = sum_i a_i(x_i) + sum_i b_i(x_i, x_{i+1})`` with random tables (some entries
+    ``-inf`` with ``impossible``), its log conditional over every state, and ``f``."""
+    rng = np.random.default_rng(seed)
+    unary = rng.normal(size=(size, num_values))
+    pair = 1.5 * rng.normal(size=(size - 1, num_values, num_values))
+    if impossible:
+        unary[1, 0] = -np.inf  # coordinate 1 never takes its first value
+        pair[2, 1, 2] = -np.inf  # nor the pair (1, 2) at coordinates 2 and 3
+
+    def f(x: np.ndarray) -> float:
+        x = np.asarray(x)
+        return float(
+            unary[np.arange(size), x].sum() + pair[np.arange(size - 1), x[:-1], x[1:]].sum()
+        )
+
+    states = np.array(list(itertools.product(range(num_values), repeat=size)))
+    logp = np.array([f(s) for s in states])
+    log_conditional = logp - np.logaddexp.reduce(logp[np.isfinite(logp)])
+    return f, states, log_conditional
+
+
+def pair_table_at(f, x: np.ndarray, num_values: int) -> np.ndarray:
+    batch = np.asarray(pair_substitutions(Categorical(num_values), x))
+    return np.array([f(s) for s in batch]).reshape(len(x) - 1, num_values, num_values)
+
+
+BACKENDS = {
+    "numpy": np.asarray,
+    "jax": lambda a: jnp.asarray(a),
+    "torch": lambda a: torch.as_tensor(np.asarray(a)),
+}
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_log_prob_of_a_draw_is_the_exact_conditional_from_any_current_state(backend):
+    to = BACKENDS[backend]
+    f, states, log_conditional = random_chain(5, 3, seed=0)
+    for start in (0, 100, 242):
+        x = states[start]
+        table = pair_table_at(f, x, 3)
+        got = np.array([float(chain_log_prob(to(table), to(x), to(y))) for y in states])
+        atol = 1e-5 if backend == "jax" else 1e-9  # float32 in JAX
+        np.testing.assert_allclose(got, log_conditional, atol=atol)
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_with_impossible_values_the_draw_is_a_proposal_that_never_draws_one(backend):
+    """An impossible value (``-inf`` in the table) next to the current state's neighbour
+    hides pair terms from the expansion: the draw is then a normalised proposal with no mass
+    on impossible states, from which the current state can be drawn back (PlateGibbs's MH
+    step makes the move exact)."""
+    to = BACKENDS[backend]
+    f, states, log_conditional = random_chain(5, 3, seed=0, impossible=True)
+    possible = np.isfinite(log_conditional)
+    for start in np.flatnonzero(possible)[::20]:
+        x = states[start]
+        table = pair_table_at(f, x, 3)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            got = np.array([float(chain_log_prob(to(table), to(x), to(y))) for y in states])
+        assert not np.any(np.isnan(got))
+        assert np.all(got[~possible] == -np.inf)
+        np.testing.assert_allclose(np.exp(got).sum(), 1.0, rtol=1e-5)
+        assert np.isfinite(got[start])  # the current state can always be drawn back
+
+
+def test_the_draws_match_the_conditional_and_a_chain_without_its_pair_terms_does_not():
+    """20,000 jitted draws from one state against the conditional: a chi-square within its
+    bound; the same draws' statistic against the chain's product of single-site marginals
+    (what a draw ignoring the pair terms would target) far beyond it."""
+    f, states, log_conditional = random_chain(5, 3, seed=1)
+    x = states[77]
+    table = jnp.asarray(pair_table_at(f, x, 3), jnp.float32)
+    num = 20000
+    uniforms = jax.random.uniform(jax.random.key(3), (num, 5))
+    draws = np.asarray(jax.jit(jax.vmap(lambda u: chain_draw(table, jnp.asarray(x), u)))(uniforms))
+    counts = np.bincount(draws @ (3 ** np.arange(4, -1, -1)), minlength=len(states))
+
+    def chi2(p: np.ndarray) -> tuple[float, float]:
+        expected = p * num
+        seen = expected > 5
+        value = np.sum((counts[seen] - expected[seen]) ** 2 / expected[seen])
+        return value, seen.sum() + 6 * np.sqrt(2 * seen.sum())
+
+    value, bound = chi2(np.exp(log_conditional))
+    assert value < bound, (value, bound)
+    p = np.exp(log_conditional)
+    marginals = [np.bincount(states[:, i], weights=p, minlength=3) for i in range(5)]
+    independent = np.prod([marginals[i][states[:, i]] for i in range(5)], axis=0)
+    value, bound = chi2(independent)
+    assert value > 3 * bound, (value, bound)
+
+
+@pytest.mark.parametrize("size", [2, 3, 7, 16])
+def test_the_prefix_scan_equals_the_sequential_forward_filter(size):
+    rng = np.random.default_rng(size)
+    unary = rng.normal(size=(size, 4))
+    pairwise = rng.normal(size=(size - 1, 4, 4))
+    alpha = [unary[0]]
+    for i in range(size - 1):
+        alpha.append(unary[i + 1] + np.logaddexp.reduce(alpha[-1][:, None] + pairwise[i], axis=0))
+    np.testing.assert_allclose(forward_messages(unary, pairwise), np.stack(alpha), rtol=1e-12)
+
+
+def test_the_potentials_vanish_on_the_current_row_and_column():
+    f, states, _ = random_chain(4, 3, seed=2)
+    x = states[50]
+    unary, pairwise = chain_potentials(pair_table_at(f, x, 3), x)
+    np.testing.assert_array_equal(unary[np.arange(4), x], 0.0)
+    np.testing.assert_array_equal(pairwise[np.arange(3), x[:-1], :], 0.0)
+    np.testing.assert_array_equal(pairwise[np.arange(3), :, x[1:]], 0.0)
+
+
+def test_pair_substitutions_lay_out_the_pairs_row_major():
+    x = np.array([[4, 5], [6, 4]])  # an ordinal site {4, 5, 6}, shape (2, 2): 3 flat pairs
+    batch = np.asarray(pair_substitutions(Ordinal(3, low=4), x))
+    assert batch.shape == (3 * 9, 2, 2)
+    i, a, b = 1, 2, 0  # flat coordinates 1 and 2 set to 6 and 4
+    expected = x.reshape(-1).copy()
+    expected[[1, 2]] = [6, 4]
+    np.testing.assert_array_equal(batch[(i * 3 + a) * 3 + b].reshape(-1), expected)
+
+
+def test_a_chain_graph_has_interactions_between_flat_neighbours_only():
+    path = np.eye(5, k=1, dtype=bool) | np.eye(5, k=-1, dtype=bool)
+    assert is_chain_graph(path)
+    assert is_chain_graph(np.zeros((5, 5), bool))  # a plate
+    skip = path.copy()
+    skip[0, 2] = skip[2, 0] = True
+    assert not is_chain_graph(skip)
+
+
+def test_a_chain_is_drawn_whole_where_its_pair_table_costs_little_more_than_a_sweep():
+    assert draws_chain(100, 3, 2)
+    assert draws_chain(100, 2 * MAX_PAIR_TABLE_COST, 2)
+    assert not draws_chain(100, 2 * MAX_PAIR_TABLE_COST + 1, 2)
+    assert not draws_chain(1, 2, 1)
