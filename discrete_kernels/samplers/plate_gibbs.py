@@ -82,7 +82,6 @@ def plate_gibbs_step(
         Uniforms of the wrong number, shape or array library (checked at trace time).
     """
     chains = [False] * len(domains) if chains is None else chains
-    num_chains = sum(bool(c) for c in chains)
     check_step_arguments("plate_gibbs_step", state.x, uniforms[: len(domains)], None)
     chain = state
     colourings = [None] * len(domains) if colourings is None else colourings
@@ -105,7 +104,7 @@ def plate_gibbs_step(
             chain = ChainState(leaves, f, tuple(local))
     distance = hamming_distance(state.x, chain.x, chain.log_density)
     xp = array_namespace(distance)
-    if num_chains == 0 or accept_prob is None:
+    if accept_prob is None:  # no chain leaf: Gibbs updates only
         accept_prob = xp.ones_like(distance)
     return chain, StepInfo(xp.astype(accept_prob, distance.dtype), distance > 0, distance)
 
