@@ -26,11 +26,45 @@ def array_namespace(*xs: Any) -> Any:
         namespace = _NAMESPACE_BY_TYPE.get(kind)
         if namespace is None:
             namespace = _compat_namespace(xs[0])
+            if is_torch_array(xs[0]):
+                namespace = _TorchNamespace(namespace)
             remember = is_torch_array(xs[0]) or is_jax_array(xs[0])
             if remember and not isinstance(xs[0], np.ndarray):
                 _NAMESPACE_BY_TYPE[kind] = namespace
         return namespace
     return _compat_namespace(*xs)
+
+
+class _TorchNamespace:
+    """``array_api_compat``'s torch namespace with direct calls where its wrappers only add
+    Python work: ``where`` of two tensors of one dtype (the wrapper's promotion fix compares
+    result types twice per call, and the core's 0-d selections take that path every step) and
+    ``sum`` of a float tensor. Everything else is the wrapped namespace's (looked up once)."""
+
+    def __init__(self, base: Any) -> None:
+        import torch
+
+        self._base = base
+        self._torch = torch
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._base, name)
+        setattr(self, name, value)  # the next look-up skips __getattr__
+        return value
+
+    def where(self, condition: Any, x1: Any, x2: Any, /) -> Any:
+        tensor = self._torch.Tensor
+        if isinstance(x1, tensor) and isinstance(x2, tensor) and x1.dtype == x2.dtype:
+            return self._torch.where(condition, x1, x2)
+        return self._base.where(condition, x1, x2)
+
+    def sum(self, x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+        if x.is_floating_point() and (dtype is None or dtype == x.dtype):
+            if axis is None and not keepdims:
+                return self._torch.sum(x)
+            if isinstance(axis, int):
+                return self._torch.sum(x, axis, keepdim=keepdims)
+        return self._base.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
 __all__ = [

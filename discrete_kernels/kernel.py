@@ -211,7 +211,9 @@ class StepNoise(NamedTuple):
 
 class StepParameters(NamedTuple):
     """Parameters of one proposal: its step size and balance (the AB paper's ``sigma`` and
-    ``alpha``), and whether the move is MH corrected (False only for DULA and ACS's burn-in)."""
+    ``alpha``), and whether the proposal as a whole is MH corrected (False for DULA and ACS's
+    burn-in, and for ``PlateGibbs``, whose colour draws are exact conditionals and whose chain
+    draws end in an MH decision of their own)."""
 
     step_size: Array
     balance: Array

@@ -2,8 +2,8 @@
 
 Reading a statistic of a CUDA chain as a Python number (``float(t)``, ``t.item()``) waits for
 the device to finish the step: doing it for every statistic of every step serialises the host
-and the GPU. :class:`StepRecord` instead stacks each step's statistics into one row on the
-chain's device and moves whole blocks of rows to the host, so a chain pays one transfer per
+and the GPU. :class:`StepRecord` instead keeps each step's statistics on the chain's device
+and moves whole blocks of steps to the host, so a chain pays one transfer per
 :attr:`StepRecord.block` steps; Pyro's per-step ``logging()`` reads the record only every
 :data:`LOG_EVERY` steps.
 """
@@ -24,13 +24,27 @@ def _scalar(value: Any, like: torch.Tensor) -> torch.Tensor:
     """``value`` as a 0-dim tensor of ``like``'s dtype (a 0-dim tensor stays where it is: the
     statistics of a step live on the chain's device; anything else is put on ``like``'s)."""
     if isinstance(value, torch.Tensor) and value.ndim == 0:
-        # a cast before the stack: torch.stack's own promotion costs more than the cast
         return value if value.dtype == like.dtype else value.to(like.dtype)
     return torch.as_tensor(value, device=like.device).to(like.dtype).reshape(())
 
 
+def _column(values: list, like: torch.Tensor) -> torch.Tensor:
+    """One statistic of a block of steps as a vector in ``like``'s dtype on its device: one
+    stack for a column of 0-dim tensors of one dtype (the usual case), else value by value."""
+    first = values[0]
+    if isinstance(first, torch.Tensor) and all(
+        isinstance(v, torch.Tensor) and v.ndim == 0 and v.dtype == first.dtype for v in values
+    ):
+        return torch.stack(values).to(like.dtype)
+    return torch.stack([_scalar(v, like) for v in values])
+
+
 class StepRecord:
     """Statistics of each step, one row per step with a fixed set of names.
+
+    A step's values are kept as they come (references, no device operation: on eager torch
+    each operation is a launch, and a step of a small model is a few dozen of them); a block
+    of steps is stacked column by column and moved to the host together.
 
     Parameters
     ----------
@@ -41,7 +55,8 @@ class StepRecord:
     def __init__(self, block: int = 256) -> None:
         self.block = block
         self.names: tuple[str, ...] = ()
-        self._device_rows: list[torch.Tensor] = []
+        self._device_rows: list[tuple] = []
+        self._like: torch.Tensor | None = None
         self._host_blocks: list[torch.Tensor] = []
         self._count = 0
 
@@ -53,17 +68,19 @@ class StepRecord:
         ``like``'s floating dtype on its device, without reading them on the host."""
         if not self.names:
             self.names = tuple(values)
-        elif tuple(values) != self.names:
+        elif len(values) != len(self.names) or any(a != b for a, b in zip(values, self.names)):
             raise ValueError(f"statistics {tuple(values)} differ from {self.names}")
-        row = torch.stack([_scalar(values[name], like) for name in self.names])
-        self._device_rows.append(row)
+        self._device_rows.append(tuple(values.values()))
+        self._like = like
         self._count += 1
         if len(self._device_rows) >= self.block:
             self._flush()
 
     def _flush(self) -> None:
         if self._device_rows:
-            rows = torch.stack(self._device_rows)
+            assert self._like is not None
+            like = self._like
+            rows = torch.stack([_column(list(c), like) for c in zip(*self._device_rows)], 1)
             self._host_blocks.append(rows.to(device="cpu", dtype=torch.float64))
             self._device_rows = []
 

@@ -242,6 +242,8 @@ class PlateGibbs(Sampler):
         return ()
 
     def parameters(self, adapt_state: Any) -> StepParameters:
+        # no MH on the sweep as a whole: its colour draws are exact conditionals, and a chain's
+        # draw ends in its own MH decision inside the step (_chain_move)
         return StepParameters(1.0, 0.5, False)
 
     def adapt_final(self, adapt_state: Any) -> dict:

@@ -22,9 +22,40 @@ def test_namespace_is_array_api_compat_s_for_jax_and_numpy_arrays():
     assert all(ns is compat_namespace(jnp.ones(1)) for ns in seen) and len(seen) == 2
 
 
-def test_namespace_is_array_api_compat_s_for_torch_tensors():
-    """The same for torch tensors, one or several (the core runs without torch installed)."""
+def test_namespace_for_torch_tensors_is_array_api_compat_s_with_direct_where_and_sum():
+    """For torch tensors the remembered namespace is array_api_compat's, except ``where`` and
+    ``sum``, which call torch directly where the wrappers only add Python work: the results
+    equal the wrappers' (values and dtypes) over the cases the core meets, and the cases the
+    direct path does not take (mixed dtypes, Python scalars, integer sums, tuples of axes) go
+    to the wrappers. Several arrays get array_api_compat's namespace."""
     torch = pytest.importorskip("torch")
-    for x in [torch.ones(2)] * 2:
-        assert _xp.array_namespace(x) is compat_namespace(x)
-    assert _xp.array_namespace(torch.ones(1), torch.ones(1)) is compat_namespace(torch.ones(1))
+    compat = compat_namespace(torch.ones(1))
+    xp = _xp.array_namespace(torch.ones(2))
+    assert xp is _xp.array_namespace(torch.ones(3))  # remembered
+    assert xp.exp is compat.exp and xp.float32 is compat.float32
+    assert _xp.array_namespace(torch.ones(1), torch.ones(1)) is compat
+    a, b = torch.arange(6.0).reshape(2, 3), -torch.arange(6.0).reshape(2, 3)
+    cases = [
+        (a > 2, a, b),
+        (torch.tensor(True), torch.tensor(1.0), torch.tensor(2.0)),  # 0-d: the wrapper's .to
+        (a > 2, a, torch.tensor(0.5, dtype=torch.float64)),  # mixed dtypes: the wrapper
+        (a > 2, a, 0.0),  # a Python scalar: the wrapper
+        (a > 2, a.int(), b.int()),
+    ]
+    for condition, x1, x2 in cases:
+        got, want = xp.where(condition, x1, x2), compat.where(condition, x1, x2)
+        assert got.dtype == want.dtype and torch.equal(got, want)
+    for x in [a, a > 2, a.int(), torch.tensor(3.0)]:
+        for kwargs in [
+            {},
+            {"axis": -1},
+            {"axis": 0, "keepdims": True},
+            {"keepdims": True},
+            {"axis": (0, 1)},
+            {"dtype": torch.float64},
+        ]:
+            if x.ndim == 0 and "axis" in kwargs:
+                continue
+            got, want = xp.sum(x, **kwargs), compat.sum(x, **kwargs)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert torch.equal(got, want)
