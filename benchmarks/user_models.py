@@ -1497,7 +1497,9 @@ def dawid_skene_exact(data: tuple) -> Answer:
 #: the terms each coordinate changes, or, where a model sums its interactions into one
 #: ``factor`` (hmm, ising), from the site's single-site exact tables (a sweep then costs
 #: ``C x N x S`` evaluations, vmapped, instead of ``C^2 x S``: the ``_terms`` twins show the
-#: cheaper rewrite).
+#: cheaper rewrite). A chain (the HMMs, in every form) is drawn whole from its pair table:
+#: from ``(N - 1) S^2`` evaluations where its interactions are summed, from its terms at
+#: ``3 S^2`` states where the model gives them one by one.
 PLATE_MIXED = library_kernels(mixed=True, plate=True)
 #: where the plate site's coordinates (or its plate elements: cjs's alive states, a chain per
 #: animal) are conditionally independent given the continuous sites: NUTS with the site summed

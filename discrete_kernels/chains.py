@@ -27,6 +27,8 @@ maps from the end.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from array_api_compat import device as _device
 from array_api_compat import is_torch_array
 
@@ -35,13 +37,18 @@ from .domains import Domain
 
 __all__ = [
     "MAX_PAIR_TABLE_COST",
+    "ChainTerms",
     "chain_draw",
     "chain_log_prob",
     "chain_potentials",
+    "chain_term_layout",
+    "chain_term_patterns",
     "draws_chain",
+    "draws_chain_from_terms",
     "forward_messages",
     "is_chain_graph",
     "pair_substitutions",
+    "pair_table_from_terms",
 ]
 
 MAX_PAIR_TABLE_COST = 4
@@ -55,6 +62,156 @@ def draws_chain(size: int, num_values: int, num_colours: int) -> bool:
     draw in ``num_colours`` colours, is drawn whole (:data:`MAX_PAIR_TABLE_COST`)."""
     pair_cost = (size - 1) * num_values * num_values
     return size > 1 and pair_cost <= MAX_PAIR_TABLE_COST * num_colours * size * num_values
+
+
+def draws_chain_from_terms(num_values: int, num_colours: int) -> bool:
+    """Whether a chain whose terms the model gives one by one (an HMM's transitions as an array
+    of terms, a ``scan``) is drawn whole from its terms (:func:`pair_table_from_terms`: ``3 S^2
+    + 1`` evaluations) rather than swept colour by colour from them (``C^2 S``), at most
+    :data:`MAX_PAIR_TABLE_COST` times the sweep's cost: for two colours, up to ``S = 5``."""
+    pair_cost = 3 * num_values * num_values + 1
+    return pair_cost <= MAX_PAIR_TABLE_COST * num_colours * num_colours * num_values
+
+
+class ChainTerms(NamedTuple):
+    """Which of a model's terms (flat, ``E`` of them) a chain site's pair table reads: per
+    coordinate the terms of that coordinate alone, per neighbouring pair ``(i, i + 1)`` the
+    terms of both, as term indices padded with ``E`` (a term that is always 0).
+
+    - **singles** - integer array, shape (N, K1)
+    - **pairs** - integer array, shape (N - 1, K2)
+    """
+
+    singles: Any
+    pairs: Any
+
+
+def chain_term_layout(dependence: Any) -> ChainTerms | None:
+    """The :class:`ChainTerms` of a site from the terms each coordinate changes, or None when
+    some term depends on coordinates that are not one coordinate or two flat neighbours (the
+    site is not a chain in its terms). Terms that no coordinate changes are left out.
+
+    Parameters
+    ----------
+    dependence : bool array, shape (N, E): whether term ``e`` depends on coordinate ``i``
+        (:func:`numpyro_ext._plates.term_dependence` finds it at setup)
+    """
+    import numpy as np
+
+    depends = np.asarray(dependence, bool)
+    size, num_terms = depends.shape
+    count = depends.sum(axis=0)
+    low = np.argmax(depends, axis=0)
+    high = size - 1 - np.argmax(depends[::-1], axis=0)
+    if np.any((count > 0) & (high - low > 1)):
+        return None
+
+    def members(mask: Any, rows: int) -> Any:
+        terms = np.flatnonzero(mask)
+        owner = low[terms]
+        order = np.argsort(owner, kind="stable")
+        terms, owner = terms[order], owner[order]
+        counts = np.bincount(owner, minlength=rows)
+        rank = np.arange(terms.size) - (np.cumsum(counts) - counts)[owner]
+        out = np.full((rows, max(1, int(counts.max(initial=0)))), num_terms, dtype=np.int64)
+        out[owner, rank] = terms
+        return out
+
+    return ChainTerms(members(count == 1, size), members(count == 2, size - 1))
+
+
+def chain_term_patterns(positions: Array, num_values: int) -> Array:
+    """The states whose terms give a chain's pair table: for each offset ``c`` in 0, 1, 2 and
+    values ``(a, b)``, the current state with every coordinate ``i = c (mod 3)`` set to ``a``
+    and every ``i = c + 1 (mod 3)`` set to ``b``. Each pair ``(i, i + 1)`` with ``i = c`` then
+    holds ``(a, b)`` while the pairs around it that are read elsewhere are left alone: ``3
+    S^2`` states for the whole chain, whatever its length.
+
+    Parameters
+    ----------
+    positions : integer array, shape (N,): the current state as positions ``0 .. S - 1``
+    num_values : int, ``S``
+
+    Returns
+    -------
+    integer array, shape (3, S, S, N), positions
+    """
+    xp = array_namespace(positions)
+    dev = _device(positions)
+    residue = xp.arange(positions.shape[0], device=dev) % 3
+    offset = xp.arange(3, device=dev)[:, None, None, None]
+    values = xp.astype(xp.arange(num_values, device=dev), positions.dtype)
+    at_a = residue[None, None, None, :] == offset
+    at_b = residue[None, None, None, :] == (offset + 1) % 3
+    return xp.where(
+        at_a,
+        values[None, :, None, None],
+        xp.where(at_b, values[None, None, :, None], positions[None, None, None, :]),
+    )
+
+
+def pair_table_from_terms(
+    log_density: Array,
+    terms_at_x: Array,
+    pattern_terms: Array,
+    layout: ChainTerms,
+    positions: Array,
+) -> Array:
+    """A chain's pair table ``P[i, a, b] = f(x with x_i = a, x_{i+1} = b)`` from its terms at
+    the :func:`chain_term_patterns` (``3 S^2`` evaluations instead of ``(N - 1) S^2``).
+
+    With ``U_i(a)`` the change of coordinate ``i``'s own terms at ``x_i = a`` and ``H_i(a, b)``
+    the change of the pair ``(i, i + 1)``'s terms at ``(a, b)`` (both read at offset ``i mod
+    3``, where that pair holds ``(a, b)``), changing ``x_i, x_{i+1}`` to ``(a, b)`` changes
+    exactly those and the terms of the pairs on either side:
+
+        P[i, a, b] = f(x) + U_i(a) + U_{i+1}(b) + H_i(a, b) + H_{i-1}(x_{i-1}, a)
+                     + H_{i+1}(b, x_{i+2})
+
+    Parameters
+    ----------
+    log_density : float array, shape (): ``f(x)``
+    terms_at_x : float array, shape (E,): every term at ``x``
+    pattern_terms : float array, shape (3, S, S, E): every term at each pattern
+    layout : ChainTerms
+    positions : integer array, shape (N,): ``x`` as positions
+
+    Returns
+    -------
+    float array, shape (N - 1, S, S)
+    """
+    xp = array_namespace(pattern_terms)
+    num_values, num_terms = pattern_terms.shape[1], pattern_terms.shape[-1]
+    size = positions.shape[0]
+    dev = _device(pattern_terms)
+    change = pattern_terms - terms_at_x
+    # index E reads an appended zero (the layouts' padding)
+    change = xp.concat([change, xp.zeros_like(change[..., :1])], axis=-1)
+    by_offset = xp.reshape(
+        xp.permute_dims(change, (1, 2, 0, 3)), (num_values, num_values, 3 * (num_terms + 1))
+    )
+    residue = xp.arange(size, device=dev) % 3
+
+    def summed(members: Array) -> Array:  # (rows, K) term indices -> (S, S, rows)
+        rows, width = members.shape
+        index = residue[:rows, None] * (num_terms + 1) + xp.asarray(members, device=dev)
+        values = xp.take(by_offset, xp.reshape(index, (-1,)), axis=-1)
+        return xp.sum(xp.reshape(values, (num_values, num_values, rows, width)), axis=-1)
+
+    own = xp.permute_dims(summed(layout.singles)[:, 0, :], (1, 0))  # U: (N, S)
+    pair = xp.permute_dims(summed(layout.pairs), (2, 0, 1))  # H: (N - 1, S, S)
+    x = _as_index(positions)
+    zero_row = xp.zeros_like(pair[:1, 0, :])  # (1, S)
+    # H_{i-1}(x_{i-1}, a) for i >= 1 and H_{i+1}(b, x_{i+2}) for i <= N - 3
+    at_prev = xp.broadcast_to(x[:-2, None, None], (size - 2, 1, num_values))
+    before = xp.take_along_axis(pair[:-1], at_prev, axis=1)[:, 0, :]
+    at_next = xp.broadcast_to(x[2:, None, None], (size - 2, num_values, 1))
+    after = xp.take_along_axis(pair[1:], at_next, axis=2)[..., 0]
+    before = xp.concat([zero_row, before], axis=0)  # (N - 1, S) over a
+    after = xp.concat([after, zero_row], axis=0)  # (N - 1, S) over b
+    rows = own[:-1] + before  # (N - 1, S): everything that depends on a alone
+    columns = own[1:] + after  # (N - 1, S): on b alone
+    return log_density + pair + rows[:, :, None] + columns[:, None, :]
 
 
 def is_chain_graph(graph: object) -> bool:

@@ -22,6 +22,7 @@ import numpyro.distributions as dist
 from numpyro.infer.gibbs import with_conditioning
 from numpyro.infer.util import compute_log_probs
 
+from discrete_kernels.chains import ChainTerms, chain_term_patterns, pair_table_from_terms
 from discrete_kernels.coordinatewise import Evaluation, per_coordinate_mismatch, probe_states
 from discrete_kernels.domains import Categorical, coordinate_bounds
 from discrete_kernels.groups import plate_groups_of
@@ -37,6 +38,7 @@ from discrete_kernels.sites import (
 
 __all__ = [
     "all_terms_fn",
+    "chain_terms_fn",
     "coloured_terms_fn",
     "element_terms_fn",
     "own_terms_fn",
@@ -163,6 +165,27 @@ def coloured_terms_fn(
         return jnp.reshape(total, x.shape)
 
     return terms
+
+
+def chain_terms_fn(
+    all_terms: Callable[[tuple], jax.Array], j: int, domain: Any, layout: ChainTerms
+) -> Callable[[jax.Array, tuple], jax.Array]:
+    """``(f, leaves) -> P`` of chain leaf ``j`` whose terms the model gives one by one: its
+    pair table (N - 1, S, S) from the model's terms at ``3 S^2`` states, vmapped, and at the
+    leaves (:func:`discrete_kernels.chains.pair_table_from_terms`)."""
+    num_values = domain.num_values
+    low = domain.low
+
+    def pair_table(f: jax.Array, leaves: tuple) -> jax.Array:
+        x = leaves[j]
+        positions = jnp.reshape(x, (-1,)).astype(jnp.int32) - low
+        patterns = chain_term_patterns(positions, num_values)  # (3, S, S, N)
+        states = jnp.reshape(patterns + low, (-1, *x.shape)).astype(x.dtype)
+        terms = jax.vmap(lambda v: all_terms(leaves[:j] + (v,) + leaves[j + 1 :]))(states)
+        terms = jnp.reshape(terms, (3, num_values, num_values, -1))
+        return pair_table_from_terms(f, all_terms(leaves), terms, layout, positions)
+
+    return pair_table
 
 
 def term_dependence(

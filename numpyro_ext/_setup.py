@@ -25,7 +25,13 @@ from numpyro.infer.util import _prepare_model_for_potential, potential_energy
 from discrete_kernels import LocalFnWithTerms, Sampler, Sites
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
-from discrete_kernels.chains import draws_chain, is_chain_graph
+from discrete_kernels.chains import (
+    ChainTerms,
+    chain_term_layout,
+    draws_chain,
+    draws_chain_from_terms,
+    is_chain_graph,
+)
 from discrete_kernels.colouring import (
     MAX_DEPENDENCE_ENTRIES,
     MAX_TABLE_PROBE_EVALUATIONS,
@@ -44,6 +50,7 @@ from discrete_kernels.sites import SiteOptions, check_preconditioners
 from ._once import run_once
 from ._plates import (
     all_terms_fn,
+    chain_terms_fn,
     coloured_terms_fn,
     element_terms_fn,
     own_terms_fn,
@@ -86,7 +93,8 @@ class SiteSetup:
     - **has_deterministic** - the model has deterministic sites (replayed after sampling).
     - **plate_dims** - per plate-mode leaf (every leaf, with ``per_coordinate_mh``),
       ``{plate name: dim}`` of its coordinates.
-    - **term_owners** - per coloured plate-mode leaf, its terms' owners per colour (C, E).
+    - **term_owners** - per coloured plate-mode leaf, its terms' owners per colour (C, E);
+      per chain leaf drawn from its terms, their :class:`~discrete_kernels.chains.ChainTerms`.
     - **warmup_check** - the gradient leaves the warmup checks (``exact_sites="auto"``;
       :mod:`numpyro_ext._warmup_check`), or None.
     - **minibatch** - the model's subsampling plates
@@ -166,6 +174,10 @@ class SiteSetup:
         prepared = self.prepared_model
         element_terms: dict = {}
         for j, s in enumerate(self.leaves):
+            chain_terms = self.term_owners.get(s.name)
+            if s.mode == CHAIN and isinstance(chain_terms, ChainTerms) and prepared is not None:
+                all_terms = all_terms_fn(prepared, self.names, model_args, model_kwargs)
+                element_terms[j] = chain_terms_fn(all_terms, j, s.domain, chain_terms)
             if not s.is_plate or prepared is None:
                 continue
             if s.colours is None:
@@ -504,7 +516,7 @@ def _plate_leaves(
     ``draws_chains``, a site whose coordinates interact only with their flat neighbours gets
     its pair table instead: :mod:`discrete_kernels.chains`); for other samplers an exact site
     keeps its single-site table."""
-    out, dims, owners = list(leaves), dict[str, dict](), dict[str, np.ndarray]()
+    out, dims, owners = list(leaves), dict[str, dict](), dict[str, Any]()
     blocks = {} if blocks is None else blocks
     points = [
         tuple(jnp.asarray(draw[n]["value"], setup.site_dtypes[n]) for n in setup.names)
@@ -534,11 +546,12 @@ def _plate_leaves(
                 model_kwargs,
             )
         plate_reason = reason
+        chain_terms = None
         if reason is not None or spec.name in blocks:
             if setup.enum:
                 colour_reason: str | None = "the model enumerates sites"
             else:
-                colours, owner_rows, colour_reason = _colouring(
+                colours, owner_rows, colour_reason, chain_terms = _colouring(
                     setup, j, spec, points, blocks.get(spec.name), model_args, model_kwargs
                 )
             many = 0 if colours is None else int(colours.max()) + 1
@@ -578,6 +591,12 @@ def _plate_leaves(
                 continue
             # probed: the tables' answer replaces the terms' (which may suggest a rewrite)
             reason = "; ".join(r for r in (plate_reason if probed else reason, table_reason) if r)
+        if reason is None and draws_chains and chain_terms is not None and spec.name not in blocks:
+            # a chain in its terms (an HMM's transitions as an array of terms, a scan), whose
+            # colouring was verified above: drawn whole from a pair table built from its terms
+            out[j] = LeafSpec(spec.name, spec.domain, CHAIN, colours)
+            owners[spec.name] = chain_terms
+            continue
         if reason is None:
             out[j] = LeafSpec(spec.name, spec.domain, PLATE, colours)
             dims[spec.name] = leaf_dims
@@ -636,14 +655,16 @@ def _colouring(
     given: Any,
     model_args: tuple,
     model_kwargs: dict,
-) -> tuple[np.ndarray | None, np.ndarray | None, str | None]:
-    """``(colours, owners, None)`` of leaf ``j`` (colours of its shape, term owners of shape
-    (C, E)), or ``(None, None, reason)``: the user's colouring ``given`` (checked) or a greedy
-    one, from the terms each coordinate changes at ``points``."""
+) -> tuple[np.ndarray | None, np.ndarray | None, str | None, ChainTerms | None]:
+    """``(colours, owners, None, chain)`` of leaf ``j`` (colours of its shape, term owners of
+    shape (C, E), and where its terms make it a chain whose pair table from them costs little
+    more than a sweep, their :class:`~discrete_kernels.chains.ChainTerms`, else None), or
+    ``(None, None, reason, None)``: the user's colouring ``given`` (checked) or a greedy one,
+    from the terms each coordinate changes at ``points``."""
     shape = setup.leaf_shapes[j]
     size = math.prod(shape)
     if given is None and size == 1:
-        return None, None, "it is a single coordinate"
+        return None, None, "it is a single coordinate", None
     assert setup.prepared_model is not None
     all_terms = all_terms_fn(setup.prepared_model, setup.names, model_args, model_kwargs)
     num_terms = int(jax.eval_shape(all_terms, points[0]).shape[0])
@@ -657,6 +678,7 @@ def _colouring(
                 f"its {size} coordinates and the model's {num_terms} terms are too many to find "
                 "which terms each coordinate changes"
             ),
+            None,
         )
     dependence = term_dependence(all_terms, j, spec, points)
     if given is None:
@@ -664,11 +686,11 @@ def _colouring(
     else:
         flat, problem = _given_colours(spec, shape, given)
         if flat is None:
-            return None, None, problem
+            return None, None, problem, None
         colours = flat
         problem = check_colouring(dependence, colours)
         if problem is not None:
-            return None, None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}"
+            return None, None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}", None
     num_colours = int(colours.max()) + 1
     if given is None and num_colours >= size:
         return (
@@ -679,8 +701,12 @@ def _colouring(
                 "numpyro.factor of a sum over the coordinates is one term: give the factor "
                 "its unsummed array of terms and PlateGibbs can colour them)"
             ),
+            None,
         )
-    return colours.reshape(shape), term_owners(dependence, colours), None
+    chain = None
+    if given is None and size > 1 and draws_chain_from_terms(spec.domain.num_values, num_colours):
+        chain = chain_term_layout(dependence)
+    return colours.reshape(shape), term_owners(dependence, colours), None, chain
 
 
 def _given_colours(

@@ -175,7 +175,8 @@ def make_local_fn(
     evaluated at every single-site substitution with ``vmap``; plate leaves from their
     per-coordinate terms (``element_terms[j]: (leaves, v) -> g``, ``g_i(v)`` of the leaf's shape)
     at each of their ``S`` values, every coordinate at once; chain leaves at every change of
-    two neighbouring flat coordinates (their pair table, shape (N - 1, S, S)).
+    two neighbouring flat coordinates (their pair table, shape (N - 1, S, S)), or, where
+    ``element_terms[j]: (f, leaves) -> P`` is given, from the model's terms.
     """
     element_terms = {} if element_terms is None else element_terms
     differentiable = [j for j, s in enumerate(specs) if s.mode not in (EXACT, PLATE, CHAIN)]
@@ -213,6 +214,9 @@ def make_local_fn(
             if spec.mode not in (EXACT, CHAIN):
                 continue
             x, num_values = leaves[j], spec.domain.num_values
+            if spec.mode == CHAIN and j in element_terms:  # from its terms (pair_table(f, leaves))
+                locals_[j] = element_terms[j](f, leaves)
+                continue
             if spec.mode == CHAIN:
                 batch, shape = pair_substitutions(spec.domain, x), (-1, num_values, num_values)
             else:

@@ -166,9 +166,13 @@ class PlateGibbs(Sampler):
     table (``(N - 1) x S^2`` evaluations, used where that is at most
     :data:`~discrete_kernels.chains.MAX_PAIR_TABLE_COST` times a sweep's), by forward
     filtering and backward sampling, followed by an MH step that keeps the move exact
-    (acceptance 1 up to rounding; :mod:`discrete_kernels.chains`). A site whose
-    every coordinate interacts with every other (a dense quadratic form) is refused with the
-    reason.
+    (acceptance 1 up to rounding; :mod:`discrete_kernels.chains`). A chain whose terms the
+    model gives one by one (an HMM's transitions as an array of terms, an HMM written with
+    ``scan``) is drawn whole the same way, its pair table built from its terms at ``3 S^2``
+    states (:func:`~discrete_kernels.chains.pair_table_from_terms`; used for up to ``S = 5``
+    values, where that costs at most four colour sweeps). ``blocks=`` keeps the colour sweep.
+    A site whose every coordinate interacts with every other (a dense quadratic form) is
+    refused with the reason.
     Use it alone or as a block of ``Gibbs`` next to NUTS for the continuous sites. Nothing is
     adapted.
 

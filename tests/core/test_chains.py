@@ -3,7 +3,10 @@ probability equals the brute-force conditional on every state of small chains (i
 values included) in NumPy, JAX and torch; the draws' frequencies match it (a chi-square whose
 power is shown on the chain with its pair terms dropped); the parallel scans equal their
 sequential definitions; the pair substitutions' layout; the chain-graph test and the cost
-rule."""
+rule. A chain whose terms come one by one: its pair table from its terms at ``3 S^2`` states
+equals the one from ``(N - 1) S^2`` evaluations (impossible values included, NumPy, JAX and
+torch), and a layout that leaves out the pair terms does not (the power); a term over
+coordinates that are not neighbours is not a chain."""
 
 import itertools
 
@@ -14,13 +17,18 @@ import pytest
 
 from discrete_kernels.chains import (
     MAX_PAIR_TABLE_COST,
+    ChainTerms,
     chain_draw,
     chain_log_prob,
     chain_potentials,
+    chain_term_layout,
+    chain_term_patterns,
     draws_chain,
+    draws_chain_from_terms,
     forward_messages,
     is_chain_graph,
     pair_substitutions,
+    pair_table_from_terms,
 )
 from discrete_kernels.domains import Categorical, Ordinal
 
@@ -163,3 +171,86 @@ def test_a_chain_is_drawn_whole_where_its_pair_table_costs_little_more_than_a_sw
     assert draws_chain(100, 2 * MAX_PAIR_TABLE_COST, 2)
     assert not draws_chain(100, 2 * MAX_PAIR_TABLE_COST + 1, 2)
     assert not draws_chain(1, 2, 1)
+
+
+def term_chain(size: int, num_values: int, seed: int):
+    """A chain given as terms, in a shuffled order: two terms per coordinate, one per
+    neighbouring pair (one entry ``-inf``), one constant; ``(terms, dependence, f)``."""
+    rng = np.random.default_rng(seed)
+    own = rng.normal(size=(size, 2, num_values))
+    pair = rng.normal(size=(size - 1, num_values, num_values))
+    pair[2, 1, 2] = -np.inf
+    num_terms = 2 * size + size - 1 + 1
+    order = rng.permutation(num_terms)
+
+    def terms(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x)
+        values = np.concatenate(
+            [
+                own[np.arange(size), :, x].reshape(-1),
+                pair[np.arange(size - 1), x[:-1], x[1:]],
+                [0.7],
+            ]
+        )
+        return values[order]
+
+    depends = np.zeros((size, num_terms), bool)
+    for i in range(size):
+        depends[i, 2 * i : 2 * i + 2] = True
+    for i in range(size - 1):
+        depends[i : i + 2, 2 * size + i] = True
+    return terms, depends[:, order], lambda x: float(np.sum(terms(x)))
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_the_pair_table_from_terms_equals_the_one_from_pair_substitutions(backend):
+    to = BACKENDS[backend]
+    size, num_values = 7, 3
+    terms, depends, f = term_chain(size, num_values, seed=3)
+    layout = chain_term_layout(depends)
+    assert layout is not None
+    rng = np.random.default_rng(4)
+    for x in [rng.integers(0, num_values, size) for _ in range(3)] + [
+        np.array([0, 0, 1, 0, 2, 1, 1])
+    ]:
+        patterns = np.asarray(chain_term_patterns(to(x), num_values))
+        assert patterns.shape == (3, num_values, num_values, size)
+        pattern_terms = np.stack([terms(p) for p in patterns.reshape(-1, size)])
+        pattern_terms = pattern_terms.reshape(3, num_values, num_values, -1)
+        got = pair_table_from_terms(to(f(x)), to(terms(x)), to(pattern_terms), layout, to(x))
+        want = pair_table_at(f, x, num_values)
+        np.testing.assert_array_equal(np.isinf(np.asarray(got)), np.isinf(want))
+        finite = np.isfinite(want)
+        np.testing.assert_allclose(np.asarray(got)[finite], want[finite], rtol=1e-5, atol=1e-5)
+    # the power: without its pair terms the table is another one
+    blind = ChainTerms(layout.singles, np.full_like(layout.pairs, depends.shape[1]))
+    got = pair_table_from_terms(f(x), terms(x), pattern_terms, blind, x)
+    assert np.max(np.abs(np.where(finite, np.asarray(got) - want, 0.0))) > 0.5
+
+
+def test_the_patterns_put_a_and_b_on_every_third_pair_and_keep_the_rest():
+    x = np.array([2, 2, 2, 2, 2])
+    patterns = chain_term_patterns(x, 3)
+    np.testing.assert_array_equal(patterns[0, 0, 1], [0, 1, 2, 0, 1])
+    np.testing.assert_array_equal(patterns[1, 0, 1], [2, 0, 1, 2, 0])
+    np.testing.assert_array_equal(patterns[2, 0, 1], [1, 2, 0, 1, 2])
+
+
+def test_a_term_over_coordinates_that_are_not_neighbours_is_not_a_chain():
+    depends = np.zeros((4, 3), bool)
+    depends[[0, 1], 0] = depends[[1, 2], 1] = True  # two pairs: a chain
+    assert chain_term_layout(depends) is not None
+    skip = depends.copy()
+    skip[[0, 2], 2] = True  # a term of coordinates 0 and 2
+    assert chain_term_layout(skip) is None
+    three = depends.copy()
+    three[[1, 2, 3], 2] = True
+    assert chain_term_layout(three) is None
+    layout = chain_term_layout(depends)
+    np.testing.assert_array_equal(layout.pairs, [[0], [1], [3]])  # 3 = E: no term
+    np.testing.assert_array_equal(layout.singles, [[3]] * 4)
+
+
+def test_a_chain_is_drawn_whole_from_its_terms_for_up_to_five_values_a_coordinate():
+    assert all(draws_chain_from_terms(s, 2) for s in range(2, 6))
+    assert not draws_chain_from_terms(6, 2)
