@@ -197,7 +197,13 @@ def test_a_chain_proposal_without_its_pair_terms_needs_the_mh_step(monkeypatch):
         return unary, jnp.zeros_like(pairwise)
 
     monkeypatch.setattr(chains, "chain_potentials", without_pairs)
-    kernel = nx.PlateGibbs(summed_chain_model)
+    check_stationary_only_with_the_mh_step(summed_chain_model)
+
+
+def check_stationary_only_with_the_mh_step(model) -> None:
+    """PlateGibbs's whole-chain move on ``model`` (a density equal to the chain's) is exactly
+    stationary with its MH step and not without it."""
+    kernel = nx.PlateGibbs(model)
     setup, local_fn = driver_setup(kernel)
     pi = chain_posterior()
     corrected = chain_transition_matrix(kernel, setup, local_fn)
