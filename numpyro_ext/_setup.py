@@ -509,8 +509,10 @@ def _plate_leaves(
     """The leaves with the ``wanted`` ones in plate mode where their plates make their
     coordinates conditionally independent, or else a colouring does (the user's ``blocks``
     or a greedy one from the terms each coordinate changes), verified at a prior draw and a
-    random state; their plate dims and their term owners. For a sampler that needs plate
-    tables, a site that neither makes independent is kept in exact mode with a colouring
+    random state; their plate dims and their term owners (for a sampler that ``draws_chains``,
+    a coloured site whose terms make it a chain is drawn whole instead, its
+    :class:`~discrete_kernels.chains.ChainTerms` in place of the owners). For a sampler that
+    needs plate tables, a site that neither makes independent is kept in exact mode with a colouring
     found from its single-site tables (:func:`_table_colouring`) where one exists, and
     refused with an error naming the site and the reason otherwise (for a sampler that
     ``draws_chains``, a site whose coordinates interact only with their flat neighbours gets
