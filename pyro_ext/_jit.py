@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 import torch
 from pyro.util import ignore_jit_warnings
 
+from ._target import as_tensor
+
 __all__ = ["TracedFunction"]
 
 
@@ -53,8 +55,8 @@ class TracedFunction:
     def __call__(self, values: dict) -> torch.Tensor:
         others = self._conditioning() if self._conditioning is not None else {}
         names, other_names = tuple(values), tuple(sorted(others))
-        inputs = tuple(torch.as_tensor(values[n]) for n in names)
-        inputs += tuple(torch.as_tensor(others[n]) for n in other_names)
+        inputs = tuple(as_tensor(values[n]) for n in names)
+        inputs += tuple(as_tensor(others[n]) for n in other_names)
         key = (names, other_names, tuple((x.shape, x.dtype, x.device) for x in inputs))
         traced = self._traces.get(key)
         if traced is None:
@@ -83,10 +85,10 @@ class TracedFunction:
                 n: torch.as_tensor(point[n]).to(dtype=like[n].dtype, device=like[n].device)
                 for n in like
             }
-            if any(values[n].shape != torch.as_tensor(like[n]).shape for n in like):
+            if any(values[n].shape != as_tensor(like[n]).shape for n in like):
                 continue
             with torch.no_grad():
-                eager = torch.as_tensor(self.fn({**values, **others}))
+                eager = as_tensor(self.fn({**values, **others}))
                 replayed = traced(*values.values(), *(others[n] for n in sorted(others)))
             if eager.shape != replayed.shape:
                 found = f"shape {tuple(replayed.shape)} where {self.source} gives shape "

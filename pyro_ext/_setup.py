@@ -39,7 +39,9 @@ from ._target import (
     ONE_HOT_GRADIENT,
     PLATE,
     LeafSpec,
+    as_tensor,
     check_model_trace,
+    fork_rng,
     integer_bounds,
     latent_in_plates,
     leaf_specs_for_model,
@@ -104,7 +106,7 @@ class SiteSetup:
 
     def to_leaves(self, params: dict) -> tuple:
         """Internal leaves (categorical as indices) from user-facing values."""
-        return tuple(to_internal(s, torch.as_tensor(params[s.name])) for s in self.leaves)
+        return tuple(to_internal(s, as_tensor(params[s.name])) for s in self.leaves)
 
 
 def _local_fn(
@@ -153,7 +155,7 @@ def _finish(
     preconditioner."""
     owner = sampler.name
     names = tuple(s.name for s in leaves)
-    values = tuple(to_internal(s, torch.as_tensor(start[s.name])) for s in leaves)
+    values = tuple(to_internal(s, as_tensor(start[s.name])) for s in leaves)
     element_terms = {} if element_terms is None else element_terms
     shapes = [tuple(x.shape) for x in values]
     sampler.check_sites(Sites.from_leaves(leaves, None, shapes), sum(x.numel() for x in values))
@@ -207,17 +209,17 @@ def setup_potential(
     leaves = leaf_specs_for_potential(domain, sorted(given))
     start = {}
     for spec in leaves:
-        value = torch.as_tensor(given[spec.name])
+        value = as_tensor(given[spec.name])
         one_hot = spec.mode == ONE_HOT_GRADIENT
         event = value.shape[: value.ndim - 1] if one_hot else value.shape
         checks.check_start_value(spec.name, spec.domain, value, tuple(event), one_hot=one_hot)
         site_rules.check_leaf_size(spec.name, tuple(event))
         start[spec.name] = _from_bool(value, one_hot)
     f = potential_fn(start)
-    if torch.as_tensor(f).shape != ():
+    if as_tensor(f).shape != ():
         raise ValueError(
             f"{owner}: potential_fn must return a scalar (-log density), got a tensor of shape "
-            f"{tuple(torch.as_tensor(f).shape)}."
+            f"{tuple(as_tensor(f).shape)}."
         )
     if jit_compile:
         potential_fn = TracedFunction(owner, potential_fn, source="potential_fn")
@@ -331,7 +333,7 @@ def setup_model(
 
 def _draw(model: Callable, args: tuple, kwargs: dict, leaves: tuple[LeafSpec, ...]) -> dict:
     """A fresh prior draw of the leaves' sites, the user's random stream left as it was."""
-    with torch.random.fork_rng(devices=[]):
+    with fork_rng():
         return _prior_values(trace_model(model, args, kwargs), leaves)
 
 
@@ -397,7 +399,7 @@ def _per_coordinate_terms(
         return Evaluation(float(f), as_numpy(gradient), as_numpy(terms))
 
     for index, values in enumerate(points):
-        point = tuple(to_internal(s, torch.as_tensor(values[s.name])) for s in leaves)
+        point = tuple(to_internal(s, as_tensor(values[s.name])) for s in leaves)
         probe = probe_states(domains, [x.cpu().numpy() for x in point], index)
         with pyro.validation_enabled(False):
             reason = per_coordinate_mismatch(
@@ -432,7 +434,7 @@ def _plate_leaves(
     ``jit_points``: ``jit_compile=True``, the terms through ``torch.jit.trace`` checked at
     those points (:func:`_traced`)."""
     out, terms_by_leaf = list(leaves), dict[int, Callable]()
-    point = tuple(to_internal(s, torch.as_tensor(start[s.name])) for s in leaves)
+    point = tuple(to_internal(s, as_tensor(start[s.name])) for s in leaves)
 
     def to_values(ys: tuple) -> dict:
         return {s.name: to_user(s, y) for s, y in zip(leaves, ys)}
@@ -497,13 +499,13 @@ def _switch_badly_estimated_sites(
     log_density = model_log_density(model, args, kwargs)
     local_fn = make_local_fn(log_density, specs)
     points = [start]  # the start and fresh prior draws of the block's sites
-    with torch.random.fork_rng(devices=[]):  # leave the user's random stream as it was
+    with fork_rng():  # leave the user's random stream as it was
         for _ in range(site_rules.PRIOR_DRAWS):
             other = trace_model(model, args, kwargs)
             points.append({s.name: other.nodes[s.name]["value"].detach() for s in specs})
     errors_by_point = []
     for point in points:
-        leaves = tuple(to_internal(s, torch.as_tensor(point[s.name])) for s in specs)
+        leaves = tuple(to_internal(s, as_tensor(point[s.name])) for s in specs)
         f, local = local_fn(leaves)
         values = {s.name: to_user(s, x) for s, x in zip(specs, leaves)}
         errors: list[Any] = [None] * len(specs)
@@ -524,7 +526,7 @@ def _switch_badly_estimated_sites(
             )
         errors_by_point.append(errors)
     # a site in plates costs S evaluations of its terms per step, not N * S
-    sizes = [1 if s.name in plate_sites else torch.as_tensor(start[s.name]).numel() for s in specs]
+    sizes = [1 if s.name in plate_sites else as_tensor(start[s.name]).numel() for s in specs]
     return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, sizes)
 
 
@@ -570,7 +572,7 @@ def _check_fixed_supports(
         and not site_is_subsample(site)
     }
     perturbed = []
-    with torch.random.fork_rng(devices=[]):  # leave the user's random stream as it was
+    with fork_rng():  # leave the user's random stream as it was
         for changed, value in values.items():
             for alternative in _alternative_values(model_trace.nodes[changed], value):
                 try:

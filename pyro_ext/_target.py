@@ -33,6 +33,25 @@ from discrete_kernels.sites import (
 
 Values = dict  # {site name: user-facing value}
 
+
+def as_tensor(value: Any) -> torch.Tensor:
+    """``value`` as a tensor; a tensor comes back as it is, on its own device.
+
+    ``torch.as_tensor`` of a tensor copies it to torch's default device when one is set
+    (``torch.set_default_device``): a model whose tensors live elsewhere would then see its
+    own values moved.
+    """
+    return value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+
+
+def fork_rng():
+    """``torch.random.fork_rng`` over the CPU generator and, where CUDA is in use, the current
+    CUDA device's: a setup probe that draws from a model on a GPU leaves the kernel's random
+    stream as it was (forking only the CPU's would not). CUDA is not started for it."""
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    return torch.random.fork_rng(devices=[torch.cuda.current_device()] if cuda else [])
+
+
 SUPPORTED = (
     "Bernoulli, Binomial, Categorical, OneHotCategorical and other distributions with a "
     "finite integer support; Poisson, Geometric, NegativeBinomial, GammaPoisson, "

@@ -28,7 +28,7 @@ from discrete_kernels.warmup import Feedback, run_phases, start_phases
 
 from ._record import LOG_EVERY, StepRecord
 from ._setup import SiteSetup, setup_model, setup_potential
-from ._target import to_user
+from ._target import as_tensor, to_user
 from ._warmup_check import WarmupCheck, switched_setup
 
 __all__ = ["DiscreteKernel", "draw_noise"]
@@ -312,8 +312,7 @@ class DiscreteKernel(MCMCKernel):
                 )
         self._state = state
         returned = {
-            s.name: to_user(s, x, torch.as_tensor(params[s.name]))
-            for s, x in zip(setup.leaves, state.x)
+            s.name: to_user(s, x, as_tensor(params[s.name])) for s, x in zip(setup.leaves, state.x)
         }
         self._returned = returned
         return {**params, **returned}

@@ -12,7 +12,7 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
 from discrete_kernels.stats import block_labels
 
-from ._target import discrete_sites, latent_sites, trace_model
+from ._target import as_tensor, discrete_sites, latent_sites, trace_model
 from .driver import DiscreteKernel
 
 __all__ = ["Gibbs", "discrete_sites"]
@@ -147,7 +147,7 @@ class Gibbs(MCMCKernel):
         self._sites = self._resolve_sites(model_trace)
         init = dict(self._initial_params or {})
         self._store.values = {
-            name: torch.as_tensor(init.get(name, model_trace.nodes[name]["value"])).detach()
+            name: as_tensor(init.get(name, model_trace.nodes[name]["value"])).detach()
             for names in self._sites
             for name in names
         }

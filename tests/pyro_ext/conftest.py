@@ -38,4 +38,6 @@ def torch_device(request: pytest.FixtureRequest):
     try:
         yield device
     finally:
-        torch.set_default_device(previous)
+        # None, not "cpu": setting "cpu" installs a device mode that later cases would inherit
+        # (and under which torch.as_tensor moves a CUDA tensor to the CPU)
+        torch.set_default_device(None if previous.type == "cpu" else previous)

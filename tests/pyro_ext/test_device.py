@@ -315,3 +315,35 @@ def test_ebm_training_follows_the_energys_device_and_dtype(method, device):
     assert np.isfinite(result.history["energy_gap"]).all()
     for p in rbm.parameters():
         assert (p.device.type, p.dtype) == (device, torch.float64)
+
+
+@pytest.mark.cpu_only  # sets torch's default device itself
+def test_values_keep_their_device_under_another_default_device():
+    """``torch.as_tensor`` of a tensor moves it to torch's default device when one is set (a
+    model on the GPU, the default device left at "cpu", saw its values moved to the CPU at
+    setup); the adapter's ``as_tensor`` keeps a tensor where it is."""
+    from pyro_ext._target import as_tensor
+
+    x = torch.ones(3)
+    torch.set_default_device("meta")
+    try:
+        assert torch.as_tensor(x).device.type == "meta"  # the hazard
+        assert as_tensor(x) is x
+        assert as_tensor([1.0, 2.0]).device.type == "meta"  # non-tensors as torch does
+    finally:
+        torch.set_default_device(None)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA")
+@pytest.mark.cpu_only  # places its tensors itself
+def test_setup_probes_leave_the_cuda_random_stream_as_it_was():
+    """The setup's prior draws on a CUDA model fork CUDA's generator too: a kernel's draws do
+    not depend on how many probes its setup made."""
+    from pyro_ext._target import fork_rng
+
+    torch.cuda.manual_seed(0)
+    torch.rand(1, device="cuda")
+    state = torch.cuda.get_rng_state()
+    with fork_rng():
+        torch.rand(100, device="cuda")
+    assert torch.equal(torch.cuda.get_rng_state(), state)

@@ -155,6 +155,7 @@ Y4 = torch.tensor([0.2, 1.4, -0.3, 0.9])
 )
 def test_models_whose_coordinates_interact_are_refused(model, args, message):
     pyro.set_rng_seed(0)
+    args = tuple(a.to(torch.get_default_device()) for a in args)  # the case's device
     with pytest.raises(ValueError, match=r"per_coordinate_mh=True\)") as error:
         px.DMALA(model, per_coordinate_mh=True).setup(0, *args)
     assert message in str(error.value)

@@ -45,6 +45,11 @@ X = torch.as_tensor(FEATURES)
 Y = torch.as_tensor(TARGETS)
 
 
+def _here(*tensors: torch.Tensor) -> tuple:
+    """The module's data on the case's device (torch's default device; conftest.py)."""
+    return tuple(t.to(torch.get_default_device()) for t in tensors)
+
+
 def regression(x, y, subsample_size=BATCH):
     """Binary weights ``w`` (3), ``y_n ~ Normal(x_n . w, 1)`` over a subsampling plate."""
     w = pyro.sample("w", dist.Bernoulli(torch.full((D,), 0.5, dtype=x.dtype)).to_event(1))
@@ -55,15 +60,15 @@ def regression(x, y, subsample_size=BATCH):
 def test_each_step_draws_a_new_minibatch_and_uses_its_scaled_gradient():
     pyro.set_rng_seed(0)
     kernel = px.DULA(regression, step_size=0.4)
-    kernel.setup(0, X, Y)
+    kernel.setup(0, *_here(X, Y))
     params = dict(kernel.initial_params)
     subsets = list(itertools.combinations(range(N_ROWS), BATCH))
     found = []
     for _ in range(8):
         params = kernel.sample(params)
         state = kernel._state
-        w = params["w"].numpy()
-        grad = state.local[0].numpy()
+        w = params["w"].cpu().numpy()
+        grad = state.local[0].cpu().numpy()
         # the gradient the next step reads is the scaled gradient of exactly one minibatch
         matches = [s for s in subsets if np.allclose(by_hand(w, s)[1], grad, atol=1e-8)]
         assert len(matches) == 1
@@ -83,8 +88,8 @@ def test_full_size_subsample_reproduces_full_batch_dula():
             num_samples=30,
             disable_progbar=True,
         )
-        mcmc.run(X, Y)
-        return mcmc.get_samples()["w"].numpy()
+        mcmc.run(*_here(X, Y))
+        return mcmc.get_samples()["w"].cpu().numpy()
 
     reference = draws(lambda x, y: regression(x, y, subsample_size=None))
     np.testing.assert_array_equal(draws(lambda x, y: regression(x, y, N_ROWS)), reference)
@@ -98,7 +103,7 @@ def test_kernels_that_compare_log_densities_refuse_a_subsampling_plate(name, opt
     k = getattr(px, name)(regression, **options)
     mcmc = MCMC(k, warmup_steps=2, num_samples=2, disable_progbar=True)
     with pytest.raises(ValueError) as error:
-        mcmc.run(X, Y)
+        mcmc.run(*_here(X, Y))
     message = str(error.value)
     assert message.startswith(f"{k.spec.name}: ")
     assert "plate 'data' subsamples 4 of 12" in message
@@ -114,7 +119,7 @@ def test_latent_site_inside_a_subsampling_plate_is_refused():
 
     mcmc = MCMC(px.DULA(model), warmup_steps=2, num_samples=2, disable_progbar=True)
     with pytest.raises(ValueError, match="latent site 'z' is inside subsampling plate 'data'"):
-        mcmc.run(Y)
+        mcmc.run(*_here(Y))
 
 
 # ---------------------------------------------------------------- statistics
@@ -140,8 +145,8 @@ def run_means(model, chains: int, samples: int) -> np.ndarray:
             px.DULA(model, step_size=STEP), warmup_steps=100, num_samples=samples,
             disable_progbar=True,
         )  # fmt: skip
-        mcmc.run(A, LABELS_T)
-        means.append(mcmc.get_samples()["w"].numpy().mean(0))
+        mcmc.run(*_here(A, LABELS_T))
+        means.append(mcmc.get_samples()["w"].cpu().numpy().mean(0))
     return np.mean(means, axis=0)
 
 
