@@ -117,7 +117,14 @@ def _models(device: str, dtype: torch.dtype):
     def continuous():
         pyro.sample("m", dist.Normal(0.0 * half, 1.0).expand([3]).to_event(1))
 
-    return ising, mixed, continuous
+    def indicators():
+        # one indicator per row: PlateGibbs draws every row at once
+        loads = torch.tensor([0.5, -1.0, 2.0, 0.0, 1.5, -0.5], dtype=dtype, device=device)
+        with pyro.plate("rows", 6):
+            z = pyro.sample("z", dist.Bernoulli(0.6 * half))
+            pyro.sample("y", dist.Normal(2.0 * z - 1.0, 1.0), obs=loads)
+
+    return ising, mixed, continuous, indicators
 
 
 KERNELS = {
@@ -129,6 +136,7 @@ KERNELS = {
     "DiscreteGibbs": lambda m: px.DiscreteGibbs(m[0]),
     "ESH": lambda m: px.ESH(m[2]),
     "Gibbs(DMALA, NUTS)": lambda m: px.Gibbs([(px.DMALA(m[1]), ["z"]), (NUTS(m[1]), None)]),
+    "PlateGibbs": lambda m: px.PlateGibbs(m[3]),
 }
 
 
@@ -170,8 +178,14 @@ def test_kernel_follows_the_models_device_and_dtype(name, device):
     pyro.set_rng_seed(0)
     mcmc = MCMC(kernel, num_samples=25, warmup_steps=40, disable_progbar=True)
     watch = Watch()
-    with watch:
-        mcmc.run(*_args(name, device, dtype))
+    # torch's default device set to the CPU explicitly: a device mode under which
+    # torch.as_tensor of a CUDA tensor moves it to the CPU (the kernel must not move the model's)
+    torch.set_default_device("cpu")
+    try:
+        with watch:
+            mcmc.run(*_args(name, device, dtype))
+    finally:
+        torch.set_default_device(None)
     assert not watch.created, dict(watch.created)
     samples = mcmc.get_samples()
     for site, value in samples.items():
