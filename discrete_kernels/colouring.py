@@ -22,9 +22,14 @@ the tables; the graph bookkeeping is the same for both.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from ._xp import array_namespace
+
 __all__ = [
+    "DEPENDENCE_TOLERANCE",
     "MAX_DEPENDENCE_ENTRIES",
     "MAX_TABLE_PROBE_EVALUATIONS",
     "TABLE_DEPENDENCE_TOLERANCE",
@@ -36,7 +41,11 @@ __all__ = [
     "interaction_graph",
     "table_interaction_graph",
     "term_owners",
+    "terms_changed",
 ]
+
+DEPENDENCE_TOLERANCE = 1e-5
+"""Relative change of a term below which it is judged not to depend on a coordinate."""
 
 MAX_DEPENDENCE_ENTRIES = 2**26
 """At most this many (coordinate, term) pairs are compared at setup to find a colouring."""
@@ -53,6 +62,18 @@ TABLE_ROUNDING_ULPS = 64
 """Rounding allowed on top, in units of the tables' machine epsilon times the size of the log
 density: a table entry is a whole log density, so one that does not depend on a coordinate
 still moves by a few of its ulps when a far coordinate does (float32: 1e-5 at ``|f| = 200``)."""
+
+
+def terms_changed(before: Any, after: Any) -> Any:
+    """Which terms changed between two evaluations, shape (E,) bool (NumPy, JAX or torch).
+
+    Equal up to rounding counts as unchanged (XLA may fuse two evaluations of an unchanged
+    term differently), and so do two NaNs.
+    """
+    xp = array_namespace(before, after)
+    close = xp.abs(after - before) <= DEPENDENCE_TOLERANCE * (1.0 + xp.abs(before))
+    same = (before == after) | close | (xp.isnan(before) & xp.isnan(after))
+    return ~same
 
 
 def interaction_graph(dependence: np.ndarray) -> np.ndarray:

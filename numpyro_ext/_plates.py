@@ -23,6 +23,7 @@ from numpyro.infer.gibbs import with_conditioning
 from numpyro.infer.util import compute_log_probs
 
 from discrete_kernels.chains import ChainTerms, chain_term_patterns, pair_table_from_terms
+from discrete_kernels.colouring import terms_changed
 from discrete_kernels.coordinatewise import Evaluation, per_coordinate_mismatch, probe_states
 from discrete_kernels.domains import Categorical, coordinate_bounds
 from discrete_kernels.groups import plate_groups_of
@@ -49,9 +50,6 @@ __all__ = [
     "verify_per_coordinate",
     "verify_plate_table",
 ]
-
-#: relative change of a term below which it is judged not to depend on a coordinate
-DEPENDENCE_TOLERANCE = 1e-5
 
 
 def plate_dims(site: dict) -> tuple[dict, str | None]:
@@ -239,10 +237,7 @@ def _changed(all_terms: Callable, j: int, domain, point: tuple, i: jax.Array) ->
     changed = jnp.reshape(flat.at[i].set(moved.astype(x.dtype)), x.shape)
     before = all_terms(point)
     after = all_terms(point[:j] + (changed,) + point[j + 1 :])
-    # equal up to rounding: XLA may fuse the two evaluations of an unchanged term differently
-    close = jnp.abs(after - before) <= DEPENDENCE_TOLERANCE * (1.0 + jnp.abs(before))
-    same = (before == after) | close | (jnp.isnan(before) & jnp.isnan(after))
-    return ~same
+    return terms_changed(before, after)
 
 
 def probe_tables(

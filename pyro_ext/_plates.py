@@ -14,13 +14,19 @@ mode (or is refused by a sampler that needs the table).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
 import pyro
 import torch
+from pyro.distributions.util import scale_and_mask
 from pyro.poutine.util import site_is_subsample
+from torch.distributions import Independent as TorchIndependent
 
 from discrete_kernels import Domain
+from discrete_kernels.colouring import terms_changed
+from discrete_kernels.domains import as_finite
 from discrete_kernels.sites import (
     align_element_term,
     plate_check_draws,
@@ -31,7 +37,14 @@ from discrete_kernels.sites import (
 
 from ._target import Values, trace_model
 
-__all__ = ["element_terms_fn", "plate_dims", "verify_plate_table"]
+__all__ = [
+    "all_terms_fn",
+    "coloured_terms_fn",
+    "element_terms_fn",
+    "plate_dims",
+    "term_dependence",
+    "verify_plate_table",
+]
 
 
 def plate_dims(site: dict) -> tuple[dict, str | None]:
@@ -115,3 +128,97 @@ def verify_plate_table(
             if reason is not None:
                 return reason
     return None
+
+
+def all_terms_fn(model: Callable, args: tuple, kwargs: dict) -> Callable[[Values], torch.Tensor]:
+    """``values -> terms``: every element of every site's log-density term, flat, shape (E,)
+    (each site's ``log_prob`` at its batch shape, scaled and masked as Pyro does, in trace
+    order; an event's terms element by element, so that ``.to_event`` on independent
+    coordinates does not couple them). Evaluated without validation and without a graph."""
+
+    def terms(values: Values) -> torch.Tensor:
+        with torch.no_grad(), pyro.validation_enabled(False):
+            model_trace = trace_model(model, args, kwargs, values)
+            parts = []
+            for site in model_trace.nodes.values():
+                if site["type"] != "sample" or site_is_subsample(site):
+                    continue
+                fn = site["fn"]
+                while isinstance(fn, TorchIndependent):
+                    fn = fn.base_dist
+                log_prob = scale_and_mask(fn.log_prob(site["value"]), site["scale"], site["mask"])
+                parts.append(torch.as_tensor(log_prob).reshape(-1))
+        return torch.cat([p.to(parts[0].dtype) for p in parts])
+
+    return terms
+
+
+def term_dependence(
+    all_terms: Callable[[Values], torch.Tensor],
+    j: int,
+    domain: Domain,
+    points: Sequence[tuple],
+    to_values: Callable[[tuple], Values],
+) -> np.ndarray:
+    """``D[i, e]``: whether term ``e`` changes when coordinate ``i`` of leaf ``j`` moves to
+    any other of its values, at any of ``points`` (internal leaves), shape (N, E). Every
+    other value, not only the next: an agreement term ``c_i == c_{i+1}`` changes only where
+    one of the two values is the neighbour's. ``N (S - 1)`` model evaluations per point, at
+    setup (:func:`discrete_kernels.colouring.terms_changed`)."""
+    domain = as_finite(domain)
+    rows = []
+    for point in points:
+        x = point[j]
+        flat = x.reshape(-1)
+        before = all_terms(to_values(point))
+        changed = np.zeros((flat.numel(), before.numel()), dtype=bool)
+        for i, shift in itertools.product(range(flat.numel()), range(1, domain.num_values)):
+            moved = flat.clone()
+            moved[i] = (moved[i] - domain.low + shift) % domain.num_values + domain.low
+            leaves = point[:j] + (moved.reshape(x.shape),) + point[j + 1 :]
+            changed[i] |= terms_changed(before, all_terms(to_values(leaves))).cpu().numpy()
+        rows.append(changed)
+    return np.logical_or.reduce(rows)
+
+
+def coloured_terms_fn(
+    all_terms: Callable[[Values], torch.Tensor],
+    j: int,
+    colours: np.ndarray,
+    owners: np.ndarray,
+    to_values: Callable[[tuple], Values],
+) -> Callable[[tuple, int], torch.Tensor]:
+    """``(leaves, v) -> g`` of coloured leaf ``j``, shape of the leaf: for each colour, the
+    terms with that colour's coordinates set to ``v`` summed by their owner (a term depends on
+    at most one coordinate of a colour: :func:`discrete_kernels.colouring.term_owners`), so
+    coordinate ``i`` gets the terms it owns at ``x_i = v``. One evaluation per colour.
+
+    ``colours``: integer array of the leaf's shape; ``owners``: shape (C, E), ``N`` where a
+    term has no owner of that colour.
+    """
+    size = int(colours.size)
+    on_device: dict = {}  # the colours and owners as tensors, per device
+
+    def terms(leaves: tuple, value: int) -> torch.Tensor:
+        x = leaves[j]
+        if x.device not in on_device:
+            on_device[x.device] = (
+                torch.as_tensor(colours.reshape(-1), device=x.device),
+                torch.as_tensor(owners, device=x.device),
+            )
+        flat_colours, owner_rows = on_device[x.device]
+        flat = x.reshape(-1)
+        total: torch.Tensor | None = None
+        for colour in range(owner_rows.shape[0]):
+            changed = torch.where(flat_colours == colour, torch.full_like(flat, value), flat)
+            leaves_c = leaves[:j] + (changed.reshape(x.shape),) + leaves[j + 1 :]
+            evaluated = all_terms(to_values(leaves_c))
+            if total is None:
+                total = torch.zeros(size + 1, dtype=evaluated.dtype, device=x.device)
+            # unowned terms may be -inf/NaN at this substitution: keep them out of the sums
+            safe = torch.where(owner_rows[colour] < size, evaluated, 0.0)
+            total = total.index_add(0, owner_rows[colour], safe)
+        assert total is not None
+        return total[:size].reshape(x.shape)
+
+    return terms

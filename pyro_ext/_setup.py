@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pyro
 import torch
 from pyro.poutine.util import site_is_subsample
@@ -20,6 +21,12 @@ from pyro.poutine.util import site_is_subsample
 from discrete_kernels import ChainState, LocalFnWithTerms, Sampler, Sites
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
+from discrete_kernels.colouring import (
+    MAX_DEPENDENCE_ENTRIES,
+    check_colouring,
+    greedy_colouring,
+    term_owners,
+)
 from discrete_kernels.coordinatewise import (
     Evaluation,
     per_coordinate_error,
@@ -28,11 +35,19 @@ from discrete_kernels.coordinatewise import (
     probe_states,
 )
 from discrete_kernels.domains import is_windowed
+from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
 from ._diagnose import nonfinite_terms
 from ._jit import TracedFunction
-from ._plates import element_terms_fn, plate_dims, verify_plate_table
+from ._plates import (
+    all_terms_fn,
+    coloured_terms_fn,
+    element_terms_fn,
+    plate_dims,
+    term_dependence,
+    verify_plate_table,
+)
 from ._target import (
     EXACT,
     GRADIENT,
@@ -41,6 +56,7 @@ from ._target import (
     LeafSpec,
     as_tensor,
     check_model_trace,
+    coloured_plate_table,
     fork_rng,
     integer_bounds,
     latent_in_plates,
@@ -57,6 +73,10 @@ from ._target import (
 )
 
 __all__ = ["SiteSetup", "setup_model", "setup_potential"]
+
+#: at most this many coordinates in a site coloured at setup (one model trace per coordinate
+#: and probed state finds which terms each one changes)
+MAX_COLOURED_COORDINATES = 4096
 
 
 @dataclass(frozen=True, eq=False)
@@ -310,6 +330,7 @@ def setup_model(
             kwargs,
             sampler.needs_plate_tables,
             jit_points,
+            getattr(sampler, "blocks", None),
         )
     drawn = frozenset(start) - frozenset(given)
     setup = _finish(
@@ -426,6 +447,7 @@ def _plate_leaves(
     kwargs: dict,
     needs_tables: bool = False,
     jit_points: list[tuple[str, dict]] | None = None,
+    blocks: dict | None = None,
 ) -> tuple[tuple[LeafSpec, ...], dict]:
     """The leaves with the ``wanted`` ones in plate mode where their plates make their
     coordinates conditionally independent (verified at the start and two other states), and
@@ -469,6 +491,19 @@ def _plate_leaves(
                 return f, plate_table(f, ys, j, spec.domain, terms, to_values)
 
             reason = verify_plate_table(spec.domain, j, point, table_fn, density)
+        given = (blocks or {}).get(spec.name)
+        colourable = jit_points is None and spec.mode != ONE_HOT_GRADIENT
+        if (reason is not None or given is not None) and colourable:
+            # coordinates that interact locally (a chain, a lattice): colour by colour
+            colours, coloured, colour_reason = _colouring(
+                spec, j, point, given, density, to_values, model, args, kwargs, needs_tables
+            )
+            if colour_reason is None:
+                assert coloured is not None
+                out[j] = LeafSpec(spec.name, spec.domain, PLATE, colours)
+                terms_by_leaf[j] = coloured
+                continue
+            reason = colour_reason if reason is None else f"{reason}; {colour_reason}"
         if reason is None:
             out[j] = LeafSpec(spec.name, spec.domain, PLATE)
             terms_by_leaf[j] = terms
@@ -480,6 +515,84 @@ def _plate_leaves(
                 "a pyro_ext.Gibbs block of px.GWG, px.DMALA or px.DiscreteGibbs",
             )
     return tuple(out), terms_by_leaf
+
+
+def _colouring(
+    spec: LeafSpec,
+    j: int,
+    point: tuple,
+    given: Any,
+    density: Callable[[tuple], torch.Tensor],
+    to_values: Callable[[tuple], dict],
+    model: Callable,
+    args: tuple,
+    kwargs: dict,
+    needs_tables: bool,
+) -> tuple[np.ndarray | None, Callable | None, str | None]:
+    """``(colours, coloured terms, None)`` of leaf ``j`` at the start ``point``: the user's
+    colouring ``given`` (checked) or a greedy one from the terms each coordinate changes (at
+    the start and a prior draw), verified against single-site changes; or ``(None, None,
+    reason)``."""
+    shape = tuple(point[j].shape)
+    size = math.prod(shape)
+    if given is None and size == 1:
+        return None, None, "it is a single coordinate"
+    all_terms = all_terms_fn(model, args, kwargs)
+    num_terms = int(all_terms(to_values(point)).numel())
+    # an exact site of a gradient kernel has its single-site table to fall back on: probe less
+    most = MAX_COLOURED_COORDINATES if needs_tables else MAX_COLOURED_COORDINATES // 16
+    if size > most or size * num_terms > MAX_DEPENDENCE_ENTRIES:
+        return (
+            None,
+            None,
+            (
+                f"its {size} coordinates and the model's {num_terms} terms are too many to find "
+                "which terms each coordinate changes"
+            ),
+        )
+    drawn = _draw(model, args, kwargs, (spec,))[spec.name]
+    other = point[:j] + (to_internal(spec, as_tensor(drawn)),) + point[j + 1 :]
+    dependence = term_dependence(all_terms, j, spec.domain, [point, other], to_values)
+    if given is None:
+        colours = greedy_colouring(dependence)
+        if int(colours.max()) + 1 >= size:
+            return (
+                None,
+                None,
+                (
+                    "every coordinate interacts with every other (a term over all of them; a "
+                    "pyro.factor of a sum over the coordinates is one term: give the factor its "
+                    "unsummed tensor of terms and PlateGibbs can colour them)"
+                ),
+            )
+    else:
+        colours = np.asarray(given)
+        if colours.shape != shape or not np.issubdtype(colours.dtype, np.integer):
+            return (
+                None,
+                None,
+                (
+                    f"blocks[{spec.name!r}] must be an integer array of the site's shape {shape}, "
+                    f"got {colours.dtype} {colours.shape}"
+                ),
+            )
+        colours = colours.reshape(-1)
+        problem = check_colouring(dependence, colours)
+        if problem is not None:
+            return None, None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}"
+    many = int(colours.max()) + 1
+    if needs_tables and given is None and many > MAX_COLOURS:
+        return None, None, f"its terms need {many} colours, more than {MAX_COLOURS}"
+    coloured = coloured_terms_fn(all_terms, j, colours, term_owners(dependence, colours), to_values)
+
+    def table_fn(ys: tuple) -> tuple:
+        f = density(ys)
+        return f, coloured_plate_table(f, ys, j, spec.domain, coloured)
+
+    reason = verify_plate_table(spec.domain, j, point, table_fn, density)
+    if reason is not None:
+        return None, None, reason
+    return colours.reshape(shape), coloured, None
 
 
 def _switch_badly_estimated_sites(

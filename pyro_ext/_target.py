@@ -309,7 +309,9 @@ def make_local_fn(
             return f, tuple(locals_)
         with torch.no_grad():
             for j, spec in enumerate(specs):
-                if spec.mode == PLATE:
+                if spec.mode == PLATE and spec.colours is not None:
+                    locals_[j] = coloured_plate_table(f, leaves, j, spec.domain, element_terms[j])
+                elif spec.mode == PLATE:
                     locals_[j] = plate_table(
                         f,
                         leaves,
@@ -334,6 +336,23 @@ def make_local_fn(
         return f, tuple(locals_)
 
     return local_fn
+
+
+def coloured_plate_table(
+    f: torch.Tensor,
+    leaves: tuple,
+    j: int,
+    domain: Domain,
+    coloured_terms: Callable[[tuple, int], torch.Tensor],
+) -> torch.Tensor:
+    """The exact single-site table of coloured leaf ``j`` (shape (n..., S)): for each value,
+    its terms summed by owner colour by colour (``coloured_terms(leaves, v)``, C evaluations:
+    :func:`pyro_ext._plates.coloured_terms_fn`), completed by the log density ``f``."""
+    x = leaves[j]
+    domain = as_finite(domain)
+    values = range(domain.low, domain.low + domain.num_values)  # S: small
+    stacked = torch.stack([coloured_terms(leaves, v) for v in values], dim=-1).to(f.dtype)
+    return table_from_element_terms(f.detach(), stacked, x, domain)
 
 
 def plate_table(

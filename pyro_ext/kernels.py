@@ -46,4 +46,6 @@ class DiscreteGibbs(DiscreteKernel, sampler=gibbs.DiscreteGibbs):
 class PlateGibbs(DiscreteKernel, sampler=plate_gibbs.PlateGibbs):
     """Pyro kernel of PlateGibbs (:class:`discrete_kernels.samplers.plate_gibbs.PlateGibbs`):
     model mode only (the plates come from the model's trace); alone in ``pyro.infer.MCMC`` or
-    as a block of :class:`pyro_ext.Gibbs` next to ``NUTS``."""
+    as a block of :class:`pyro_ext.Gibbs` next to ``NUTS``. A site whose coordinates interact
+    through terms given element by element (a chain's or a lattice's edges as a tensor) is
+    drawn colour by colour (colours found at setup, or ``blocks={"x": colours}``)."""

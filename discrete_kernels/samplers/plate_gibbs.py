@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from array_api_compat import device as _device
+
 from .._xp import Array, array_namespace, categorical_from_uniform, log_softmax
 from ..chains import chain_draw, chain_log_prob
 from ..domains import Domain
@@ -98,7 +100,9 @@ def plate_gibbs_step(
         for colour in range(num_colours):
             value = xp.astype(categorical_from_uniform(chain.local[j], u) + domain.low, x.dtype)
             if colours is not None:  # only this colour's rows are conditionals now
-                value = xp.where(xp.asarray(colours) == colour, value, chain.x[j])
+                value = xp.where(
+                    xp.asarray(colours, device=_device(x)) == colour, value, chain.x[j]
+                )
             leaves = chain.x[:j] + (value,) + chain.x[j + 1 :]
             f, local = local_fn(leaves)
             chain = ChainState(leaves, f, tuple(local))

@@ -4,6 +4,7 @@ From single-site tables: a chain's interaction graph links neighbours only (not 
 coordinates two apart, which share a term-based neighbour), rounding is not an interaction."""
 
 import numpy as np
+import pytest
 
 from discrete_kernels.colouring import (
     check_colouring,
@@ -12,6 +13,7 @@ from discrete_kernels.colouring import (
     greedy_graph_colouring,
     table_interaction_graph,
     term_owners,
+    terms_changed,
 )
 
 
@@ -102,3 +104,19 @@ def test_a_coupling_seen_at_one_probed_state_only_counts():
     moved[1, 0, 1] = [0.0, 0.5]  # at the second state, moving 0 changes row 1
     graph = table_interaction_graph(tables, moved, np.zeros(2), 1.2e-7)
     np.testing.assert_array_equal(graph, [[False, True], [True, False]])
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax", "torch"])
+def test_terms_changed_ignores_rounding_and_twin_nans_on_every_backend(backend):
+    before = [1.0, 200.0, float("nan"), 3.0, float("-inf"), 0.0]
+    after = [1.0, 200.0 * (1 + 1e-7), float("nan"), 3.01, float("-inf"), float("nan")]
+    if backend == "numpy":
+        changed = terms_changed(np.array(before), np.array(after))
+    elif backend == "jax":
+        import jax.numpy as jnp
+
+        changed = terms_changed(jnp.array(before), jnp.array(after))
+    else:
+        torch = pytest.importorskip("torch")
+        changed = terms_changed(torch.tensor(before), torch.tensor(after)).numpy()
+    np.testing.assert_array_equal(np.asarray(changed), [False, False, False, True, False, True])

@@ -151,3 +151,23 @@ def assert_rows_match(counts, p, min_p_value=1e-4):
             continue
         p_value = stats.chisquare(observed[keep], wanted[keep]).pvalue
         assert p_value > min_p_value, (a, p_value, counts[a], expected)
+
+
+def colour_sweep_matrix(states: np.ndarray, tables: np.ndarray, colours: np.ndarray) -> np.ndarray:
+    """``P = P_0 P_1 ...`` of an exact colour sweep over one leaf's enumerated states.
+
+    ``states``: (n, N) integer values (from 0); ``tables``: (n, N, S), each state's single-site
+    table as the sweep reads it on arriving there; ``colours``: (N,). ``P_c[a, b] = prod_{i
+    in c} softmax(T(a))[i, b_i]`` where ``b`` equals ``a`` off colour ``c`` (0 otherwise),
+    so this is the sweep's exact transition matrix.
+    """
+    states = np.asarray(states)
+    log_p = tables - np.logaddexp.reduce(tables, axis=-1, keepdims=True)
+    chosen = np.take_along_axis(log_p[:, None], states[None, :, :, None], axis=-1)[..., 0]
+    p = np.eye(len(states))
+    for colour in range(int(colours.max()) + 1):
+        mask = colours == colour
+        log_step = np.sum(np.where(mask, chosen, 0.0), axis=-1)  # (a, b)
+        same_off = np.all((states[:, None] == states[None, :]) | mask, axis=-1)
+        p = p @ np.where(same_off, np.exp(log_step), 0.0)
+    return p

@@ -21,6 +21,7 @@ from numpyro.infer.gibbs import discrete_latent_sites
 import discrete_kernels as dk
 import numpyro_ext as nx
 
+from ..core.transition import colour_sweep_matrix
 from ..mc import assert_mc_close
 
 COUPLING = 0.6
@@ -132,20 +133,11 @@ def driver_setup(kernel, *args):
 
 
 def sweep_matrix(tables: np.ndarray, colours: np.ndarray) -> np.ndarray:
-    """``P = P_0 P_1 ...`` of the colour sweep on the lattice states, from each state's table
-    (shape (states, 3, 3, 2)): ``P_c[a, b] = prod_{i in c} softmax(T(a))[i, b_i]`` where
-    ``b`` equals ``a`` off colour ``c``. The tables of a state are those the sweep reads when
-    it arrives there, so this is the kernel's exact transition matrix."""
+    """The colour sweep's exact transition matrix on the lattice states, from each state's
+    table (shape (states, 3, 3, 2)): :func:`tests.core.transition.colour_sweep_matrix`."""
     z = np.array(LATTICE_STATES)  # (n, 3, 3)
-    log_p = tables - np.logaddexp(tables[..., 0], tables[..., 1])[..., None]
-    p = np.eye(len(z))
-    for colour in range(int(colours.max()) + 1):
-        mask = colours == colour
-        chosen = np.take_along_axis(log_p[:, None], z[None, ..., None], axis=-1)[..., 0]
-        log_step = np.sum(np.where(mask, chosen, 0.0), axis=(-2, -1))  # (a, b)
-        same_off = np.all((z[:, None] == z[None, :]) | mask, axis=(-2, -1))
-        p = p @ np.where(same_off, np.exp(log_step), 0.0)
-    return p
+    n = len(z)
+    return colour_sweep_matrix(z.reshape(n, 9), tables.reshape(n, 9, 2), colours.reshape(9))
 
 
 def lattice_tables(local_fn) -> np.ndarray:

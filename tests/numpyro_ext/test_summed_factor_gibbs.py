@@ -23,6 +23,7 @@ import pytest
 import discrete_kernels as dk
 import numpyro_ext as nx
 
+from ..core.transition import colour_sweep_matrix
 from .test_block_gibbs import (
     CHECKERBOARD,
     COUPLING,
@@ -65,22 +66,6 @@ def summed_lattice_model():
     )
 
 
-def sweep_matrix(states: np.ndarray, tables: np.ndarray, colours: np.ndarray) -> np.ndarray:
-    """``P = P_0 P_1 ...`` of the colour sweep on ``states`` (M, N) from each state's table
-    (M, N, S): ``P_c[a, b] = prod_{i in c} softmax(T(a))[i, b_i]`` where ``b`` equals ``a``
-    off colour ``c`` (the kernel's exact transition matrix: the tables of a state are those
-    the sweep reads when it arrives there)."""
-    log_p = tables - np.log(np.exp(tables).sum(-1, keepdims=True))
-    chosen = np.take_along_axis(log_p[:, None], states[None, ..., None], axis=-1)[..., 0]
-    p = np.eye(len(states))
-    for colour in range(int(colours.max()) + 1):
-        mask = colours == colour
-        log_step = np.sum(np.where(mask, chosen, 0.0), axis=-1)  # (a, b)
-        same_off = np.all((states[:, None] == states[None, :]) | mask, axis=-1)
-        p = p @ np.where(same_off, np.exp(log_step), 0.0)
-    return p
-
-
 def tables_at(local_fn, states: np.ndarray, shape: tuple) -> np.ndarray:
     batch = jnp.asarray(states.reshape((-1,) + shape), jnp.int32)
     _, (tables,) = jax.jit(jax.vmap(lambda x: local_fn((x,))))(batch)
@@ -93,7 +78,8 @@ def test_a_summed_chain_coloured_by_blocks_is_swept_and_its_sweep_is_stationary(
     leaf = setup.leaves[0]
     assert leaf.mode == dk.sites.EXACT  # single-site tables, drawn colour by colour
     np.testing.assert_array_equal(leaf.colours, [0, 1, 0, 1])
-    p = sweep_matrix(CHAIN_STATES, tables_at(local_fn, CHAIN_STATES, (CHAIN_N,)), leaf.colours)
+    tables = tables_at(local_fn, CHAIN_STATES, (CHAIN_N,))
+    p = colour_sweep_matrix(CHAIN_STATES, tables, leaf.colours)
     pi = chain_posterior()
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-9)
     assert np.max(np.abs(pi @ p - pi)) < 1e-6
@@ -236,7 +222,7 @@ def test_a_summed_lattice_is_coloured_as_a_checkerboard_and_its_sweep_is_station
     assert leaf.mode == dk.sites.EXACT
     np.testing.assert_array_equal(leaf.colours, CHECKERBOARD)
     states = np.array(LATTICE_STATES).reshape(-1, 9)
-    p = sweep_matrix(states, tables_at(local_fn, states, (3, 3)), leaf.colours.reshape(-1))
+    p = colour_sweep_matrix(states, tables_at(local_fn, states, (3, 3)), leaf.colours.reshape(-1))
     pi = lattice_posterior()
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-9)
     assert np.max(np.abs(pi @ p - pi)) < 1e-6
@@ -257,7 +243,7 @@ def test_one_colour_forced_on_a_summed_factor_breaks_stationarity(monkeypatch, m
         states, shape, pi = CHAIN_STATES, (CHAIN_N,), chain_posterior()
     else:
         states, shape, pi = np.array(LATTICE_STATES).reshape(-1, 9), (3, 3), lattice_posterior()
-    p = sweep_matrix(states, tables_at(local_fn, states, shape), colours)
+    p = colour_sweep_matrix(states, tables_at(local_fn, states, shape), colours)
     assert np.max(np.abs(pi @ p - pi)) > 1e-3
 
 
