@@ -196,22 +196,28 @@ def term_dependence(
 ) -> np.ndarray:
     """``D[i, e]``: whether term ``e`` depends on coordinate ``i`` of leaf ``j``, shape (N, E).
 
-    Two probes, united: the terms that change when the coordinate moves to the next value
-    (cyclically) at each of ``points`` (an index such as ``probs[z]``), and, for a leaf that
+    Two probes, united: the terms that change when the coordinate moves to each of its other
+    values at each of ``points`` (an index such as ``probs[z]``), and, for a leaf that
     is not categorical, the non-zero entries of the terms' Jacobian at a random non-integer
     point (arithmetic such as ``z_0 * z_1 * z_2``, whose change at an integer point can vanish
-    because another factor is 0). One evaluation per coordinate and probe, at setup.
+    because another factor is 0). ``N (S - 1)`` evaluations per point, then one per
+    coordinate, at setup.
     """
     domain = spec.domain
     size = int(np.prod(points[0][j].shape))
     compiled = jax.jit(
-        lambda point: jax.lax.map(
-            lambda i: _changed(all_terms, j, domain, point, i),
+        lambda point, shift: jax.lax.map(
+            lambda i: _changed(all_terms, j, domain, point, i, shift),
             jnp.arange(size),
             batch_size=batch_size,
         )
     )
-    dependence = np.logical_or.reduce([np.asarray(compiled(point)) for point in points])
+    # every other value, not only the next: an agreement term c_i == c_{i+1} changes only
+    # where one of the two values is the neighbour's
+    shifts = range(1, domain.num_values)
+    dependence = np.logical_or.reduce(
+        [np.asarray(compiled(point, shift)) for point in points for shift in shifts]
+    )
     if not isinstance(domain, Categorical):
         x = points[0][j]
         rng = np.random.default_rng(seed)
@@ -230,10 +236,12 @@ def term_dependence(
     return dependence
 
 
-def _changed(all_terms: Callable, j: int, domain, point: tuple, i: jax.Array) -> jax.Array:
+def _changed(
+    all_terms: Callable, j: int, domain, point: tuple, i: jax.Array, shift: jax.Array | int = 1
+) -> jax.Array:
     x = point[j]
     flat = jnp.reshape(x, (-1,))
-    moved = (flat[i] - domain.low + 1) % domain.num_values + domain.low
+    moved = (flat[i] - domain.low + shift) % domain.num_values + domain.low
     changed = jnp.reshape(flat.at[i].set(moved.astype(x.dtype)), x.shape)
     before = all_terms(point)
     after = all_terms(point[:j] + (changed,) + point[j + 1 :])

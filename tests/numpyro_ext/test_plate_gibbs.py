@@ -207,3 +207,16 @@ def test_a_coupled_categorical_site_is_refused_not_drawn_from_its_single_site_ta
 
     with pytest.raises(ValueError, match="'c' is not conditionally independent"):
         driver_setup(nx.PlateGibbs(model))
+
+
+def test_term_dependence_moves_each_coordinate_to_every_other_value():
+    """An agreement term ``c_0 == c_1`` at ``(0, 2)``: moving ``c_0`` to its next value (1)
+    leaves it unchanged; only the move to 2 shows that it depends on ``c_0``."""
+    spec = dk.sites.LeafSpec("c", dk.Categorical(3), dk.sites.PLATE)
+
+    def all_terms(leaves):
+        c = leaves[0]
+        return jnp.stack([(c[0] == c[1]).astype(jnp.float32), 0.1 * c[1]])
+
+    dependence = _plates.term_dependence(all_terms, 0, spec, [(jnp.array([0, 2]),)])
+    np.testing.assert_array_equal(dependence, [[True, False], [True, True]])

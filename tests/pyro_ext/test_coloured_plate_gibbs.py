@@ -232,3 +232,21 @@ def test_the_colour_sweep_as_a_gibbs_block_next_to_hmc_matches_the_exact_posteri
     assert_mc_close(samples["x"].cpu().numpy().astype(float), mean_x)
     mu = samples["mu"].cpu().numpy().astype(float)
     assert_mc_close(np.stack([mu, mu**2], -1), np.array([mean_mu, second]))
+
+
+def test_term_dependence_moves_each_coordinate_to_every_other_value():
+    """An agreement term ``c_0 == c_1`` at ``(0, 2)``: moving ``c_0`` to its next value (1)
+    leaves it unchanged; only the move to 2 shows that it depends on ``c_0``."""
+
+    def pair():
+        with pyro.plate("sites", 2):
+            c = pyro.sample("c", dist.Categorical(torch.tensor([0.5, 0.3, 0.2])))
+        pyro.factor("agree", (c[0] == c[1]).float().reshape(1))
+
+    all_terms = px._plates.all_terms_fn(pair, (), {})
+    point = (torch.tensor([0, 2]),)
+    dependence = px._plates.term_dependence(
+        all_terms, 0, dk.Categorical(3), [point], lambda ys: {"c": ys[0]}
+    )
+    # terms: the two prior terms, then the agreement
+    np.testing.assert_array_equal(dependence, [[True, False, True], [False, True, True]])
