@@ -147,7 +147,7 @@ def all_terms_fn(model: Callable, args: tuple, kwargs: dict) -> Callable[[Values
                 while isinstance(fn, TorchIndependent):
                     fn = fn.base_dist
                 log_prob = scale_and_mask(fn.log_prob(site["value"]), site["scale"], site["mask"])
-                parts.append(torch.as_tensor(log_prob).reshape(-1))
+                parts.append(log_prob.reshape(-1))
         return torch.cat([p.to(parts[0].dtype) for p in parts])
 
     return terms
@@ -171,13 +171,14 @@ def term_dependence(
         x = point[j]
         flat = x.reshape(-1)
         before = all_terms(to_values(point))
-        changed = np.zeros((flat.numel(), before.numel()), dtype=bool)
+        # on the model's device, read back once per point
+        changed = torch.zeros((flat.numel(), before.numel()), dtype=torch.bool, device=x.device)
         for i, shift in itertools.product(range(flat.numel()), range(1, domain.num_values)):
             moved = flat.clone()
             moved[i] = (moved[i] - domain.low + shift) % domain.num_values + domain.low
             leaves = point[:j] + (moved.reshape(x.shape),) + point[j + 1 :]
-            changed[i] |= terms_changed(before, all_terms(to_values(leaves))).cpu().numpy()
-        rows.append(changed)
+            changed[i] |= terms_changed(before, all_terms(to_values(leaves)))
+        rows.append(changed.cpu().numpy())
     return np.logical_or.reduce(rows)
 
 

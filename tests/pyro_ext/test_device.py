@@ -124,7 +124,14 @@ def _models(device: str, dtype: torch.dtype):
             z = pyro.sample("z", dist.Bernoulli(0.6 * half))
             pyro.sample("y", dist.Normal(2.0 * z - 1.0, 1.0), obs=loads)
 
-    return ising, mixed, continuous, indicators
+    def chain():
+        # neighbours coupled edge by edge: PlateGibbs sweeps it colour by colour
+        with pyro.plate("sites", 6):
+            x = pyro.sample("x", dist.Bernoulli(half))
+        s = 2.0 * x - 1.0
+        pyro.factor("pairs", 0.4 * s[1:] * s[:-1])
+
+    return ising, mixed, continuous, indicators, chain
 
 
 KERNELS = {
@@ -137,6 +144,7 @@ KERNELS = {
     "ESH": lambda m: px.ESH(m[2]),
     "Gibbs(DMALA, NUTS)": lambda m: px.Gibbs([(px.DMALA(m[1]), ["z"]), (NUTS(m[1]), None)]),
     "PlateGibbs": lambda m: px.PlateGibbs(m[3]),
+    "PlateGibbs-colours": lambda m: px.PlateGibbs(m[4]),
 }
 
 
