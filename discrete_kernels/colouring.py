@@ -36,6 +36,8 @@ __all__ = [
     "TABLE_ROUNDING_ULPS",
     "check_colouring",
     "check_graph_colouring",
+    "colouring_from_terms",
+    "given_colouring",
     "greedy_colouring",
     "greedy_graph_colouring",
     "interaction_graph",
@@ -170,6 +172,44 @@ def check_graph_colouring(
         i, k = clash[0]
         return f"coordinates {int(i)} and {int(k)} share a colour ({int(colours[i])}) but {why}"
     return None
+
+
+def given_colouring(name: str, shape: tuple, given: Any) -> tuple[np.ndarray | None, str | None]:
+    """``(flat colours, None)`` of a user's ``blocks`` entry for site ``name`` of ``shape``,
+    or ``(None, reason)`` when it is not an integer array of that shape."""
+    colours = np.asarray(given)
+    if colours.shape != tuple(shape) or not np.issubdtype(colours.dtype, np.integer):
+        return None, (
+            f"blocks[{name!r}] must be an integer array of the site's shape {tuple(shape)}, "
+            f"got {colours.dtype} {colours.shape}"
+        )
+    return colours.reshape(-1), None
+
+
+def colouring_from_terms(
+    name: str, shape: tuple, dependence: np.ndarray, given: Any, factor: str, array: str
+) -> tuple[np.ndarray | None, str | None]:
+    """``(flat colours, None)`` of site ``name`` from the terms each coordinate changes
+    (``dependence``, shape (N, E)): the user's ``given`` colouring, checked, or a greedy one;
+    or ``(None, reason)``: ``given`` malformed or invalid, or every coordinate interacting
+    with every other (no two may share a colour; ``factor`` and ``array``, the PPL's
+    ``factor`` primitive and array type, name the rewrite that helps)."""
+    if given is not None:
+        colours, problem = given_colouring(name, shape, given)
+        if colours is None:
+            return None, problem
+        problem = check_colouring(dependence, colours)
+        if problem is not None:
+            return None, f"blocks[{name!r}] is not a valid colouring: {problem}"
+        return colours, None
+    colours = greedy_colouring(dependence)
+    if int(colours.max()) + 1 >= int(np.prod(shape)):
+        return None, (
+            f"every coordinate interacts with every other (a term over all of them; a {factor} "
+            f"of a sum over the coordinates is one term: give the factor its unsummed {array} "
+            "of terms and PlateGibbs can colour them)"
+        )
+    return colours, None
 
 
 def table_interaction_graph(

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
+from jax.extend.core import Var
 from numpyro.infer.gibbs import with_conditioning
 from numpyro.infer.util import compute_log_probs
 
@@ -42,6 +43,7 @@ __all__ = [
     "chain_terms_fn",
     "coloured_terms_fn",
     "element_terms_fn",
+    "outside_plate_dependents",
     "own_terms_fn",
     "plate_dims",
     "plate_groups",
@@ -125,6 +127,50 @@ def all_terms_fn(
         return jnp.concatenate(parts) if parts else jnp.zeros((0,))
 
     return terms
+
+
+def outside_plate_dependents(
+    prepared_model: Callable,
+    names: Sequence[str],
+    j: int,
+    leaf_dims: dict,
+    leaves: tuple,
+    model_args: tuple,
+    model_kwargs: dict | None,
+) -> list[str]:
+    """The sites whose log-density term is not indexed by all of leaf ``j``'s plates (the
+    terms a plate table leaves out) and whose computation reads the leaf, in trace order.
+
+    Read from the program, not from values: the model is traced to a jaxpr (no compilation)
+    and every value computed from the leaf is followed forward; an operation with any such
+    input counts all its outputs as such (a ``scan`` or nested ``jit`` as a whole). So a site
+    named here may depend on the leaf only formally (``0 * x``); one not named cannot
+    depend on it. A plate table is right only if this list is empty.
+    """
+    kwargs = {} if model_kwargs is None else model_kwargs
+
+    outside: list[str] = []  # filled while tracing, in trace order
+
+    def outside_terms(x: jax.Array) -> list:
+        z = dict(zip(names, leaves[:j] + (x,) + leaves[j + 1 :]))
+        log_probs, model_trace = compute_log_probs(
+            prepared_model, model_args, with_conditioning(kwargs, z), {}, sum_log_prob=False
+        )
+        terms = []
+        for name, log_prob in log_probs.items():
+            frames = {f.name: f.dim for f in model_trace[name]["cond_indep_stack"]}
+            if not all(frames.get(p) == d for p, d in leaf_dims.items()):
+                outside.append(name)
+                terms.append(jnp.asarray(log_prob))
+        return terms
+
+    jaxpr = jax.make_jaxpr(outside_terms)(leaves[j]).jaxpr
+    reached = set(jaxpr.invars)
+    for equation in jaxpr.eqns:
+        if any(isinstance(v, Var) and v in reached for v in equation.invars):
+            reached.update(equation.outvars)
+    # one output per term (a term of several elements is one array)
+    return [name for name, v in zip(outside, jaxpr.outvars) if isinstance(v, Var) and v in reached]
 
 
 def _unwrapped(fn: dist.Distribution) -> dist.Distribution:
@@ -317,9 +363,10 @@ def verify_plate_table(
     for point in points:
         f, local = compiled_local(point)
         table = np.asarray(local[j], np.float64).reshape(size, -1)[chosen]
-        batch = substitutions_at(spec.domain, point[j], chosen)
+        # built in NumPy: each eager JAX operation here would compile a program of its own
+        batch = substitutions_at(spec.domain, np.asarray(point[j]), np.asarray(chosen))
         full = tuple(
-            batch if k == j else jnp.broadcast_to(y, (batch.shape[0],) + y.shape)
+            batch if k == j else np.broadcast_to(np.asarray(y), (batch.shape[0],) + y.shape)
             for k, y in enumerate(point)
         )
         exact = np.asarray(compiled_density(full), np.float64).reshape(len(chosen), -1)

@@ -35,9 +35,9 @@ from discrete_kernels.chains import (
 from discrete_kernels.colouring import (
     MAX_DEPENDENCE_ENTRIES,
     MAX_TABLE_PROBE_EVALUATIONS,
-    check_colouring,
     check_graph_colouring,
-    greedy_colouring,
+    colouring_from_terms,
+    given_colouring,
     greedy_graph_colouring,
     table_interaction_graph,
     term_owners,
@@ -53,6 +53,7 @@ from ._plates import (
     chain_terms_fn,
     coloured_terms_fn,
     element_terms_fn,
+    outside_plate_dependents,
     own_terms_fn,
     plate_dims,
     probe_tables,
@@ -533,6 +534,10 @@ def _plate_leaves(
         leaf_dims, reason = structural.get(spec.name, ({}, "the model enumerates sites"))
         colours, owner_rows = None, None
         if reason is None and spec.name not in blocks:
+            reason = _outside_plate_reason(
+                setup, j, spec, leaf_dims, points, model_args, model_kwargs
+            )
+        if reason is None and spec.name not in blocks:
             reason = _verified(
                 setup,
                 out,
@@ -649,6 +654,59 @@ def _verified(
     )
 
 
+def _outside_plate_reason(
+    setup: SiteSetup,
+    j: int,
+    spec: LeafSpec,
+    leaf_dims: dict,
+    points: Sequence[tuple],
+    model_args: tuple,
+    model_kwargs: dict,
+) -> str | None:
+    """Why leaf ``j``'s plate table cannot be right, read from the model's program without
+    compiling it (a term outside the leaf's plates computed from the leaf: a ``factor`` of a
+    sum, a chain's transitions), where the terms' probe can colour the leaf instead; else
+    None, and the numerical check decides. Spares a chain or a lattice that check's
+    compilation."""
+    if setup.enum or setup.prepared_model is None:
+        return None
+    if _term_probe_too_large(setup, j, spec, points, model_args, model_kwargs) is not None:
+        return None
+    dependents = outside_plate_dependents(
+        setup.prepared_model, setup.names, j, leaf_dims, points[0], model_args, model_kwargs
+    )
+    if not dependents:
+        return None
+    return (
+        f"the term of {dependents[0]!r} is not indexed by the plates of {spec.name!r} and is "
+        "computed from it"
+    )
+
+
+def _term_probe_too_large(
+    setup: SiteSetup,
+    j: int,
+    spec: LeafSpec,
+    points: Sequence[tuple],
+    model_args: tuple,
+    model_kwargs: dict,
+) -> str | None:
+    """Why finding which terms each coordinate of leaf ``j`` changes would probe too many
+    (coordinates times the model's terms; an exact site of a gradient kernel, which has its
+    single-site table to fall back on, probes less), else None."""
+    assert setup.prepared_model is not None
+    size = math.prod(setup.leaf_shapes[j])
+    all_terms = all_terms_fn(setup.prepared_model, setup.names, model_args, model_kwargs)
+    num_terms = int(jax.eval_shape(all_terms, points[0]).shape[0])
+    limit = MAX_DEPENDENCE_ENTRIES if spec.mode != EXACT else MAX_DEPENDENCE_ENTRIES // 16
+    if size * num_terms <= limit:
+        return None
+    return (
+        f"its {size} coordinates and the model's {num_terms} terms are too many to find "
+        "which terms each coordinate changes"
+    )
+
+
 def _colouring(
     setup: SiteSetup,
     j: int,
@@ -667,62 +725,22 @@ def _colouring(
     size = math.prod(shape)
     if given is None and size == 1:
         return None, None, "it is a single coordinate", None
+    too_large = _term_probe_too_large(setup, j, spec, points, model_args, model_kwargs)
+    if too_large is not None:
+        return None, None, too_large, None
     assert setup.prepared_model is not None
     all_terms = all_terms_fn(setup.prepared_model, setup.names, model_args, model_kwargs)
-    num_terms = int(jax.eval_shape(all_terms, points[0]).shape[0])
-    # an exact site of a gradient kernel has its single-site table to fall back on: probe less
-    limit = MAX_DEPENDENCE_ENTRIES if spec.mode != EXACT else MAX_DEPENDENCE_ENTRIES // 16
-    if size * num_terms > limit:
-        return (
-            None,
-            None,
-            (
-                f"its {size} coordinates and the model's {num_terms} terms are too many to find "
-                "which terms each coordinate changes"
-            ),
-            None,
-        )
     dependence = term_dependence(all_terms, j, spec, points)
-    if given is None:
-        colours = greedy_colouring(dependence)
-    else:
-        flat, problem = _given_colours(spec, shape, given)
-        if flat is None:
-            return None, None, problem, None
-        colours = flat
-        problem = check_colouring(dependence, colours)
-        if problem is not None:
-            return None, None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}", None
+    colours, problem = colouring_from_terms(
+        spec.name, shape, dependence, given, "numpyro.factor", "array"
+    )
+    if colours is None:
+        return None, None, problem, None
     num_colours = int(colours.max()) + 1
-    if given is None and num_colours >= size:
-        return (
-            None,
-            None,
-            (
-                "every coordinate interacts with every other (a term over all of them; a "
-                "numpyro.factor of a sum over the coordinates is one term: give the factor "
-                "its unsummed array of terms and PlateGibbs can colour them)"
-            ),
-            None,
-        )
     chain = None
     if given is None and size > 1 and draws_chain_from_terms(spec.domain.num_values, num_colours):
         chain = chain_term_layout(dependence)
     return colours.reshape(shape), term_owners(dependence, colours), None, chain
-
-
-def _given_colours(
-    spec: LeafSpec, shape: tuple, given: Any
-) -> tuple[np.ndarray | None, str | None]:
-    """The user's ``blocks`` entry for a leaf of ``shape``, flat, or the reason it is not an
-    integer array of that shape."""
-    colours = np.asarray(given)
-    if colours.shape != tuple(shape) or not np.issubdtype(colours.dtype, np.integer):
-        return None, (
-            f"blocks[{spec.name!r}] must be an integer array of the site's shape {shape}, "
-            f"got {colours.dtype} {colours.shape}"
-        )
-    return colours.reshape(-1), None
 
 
 def _table_colouring(
@@ -751,7 +769,7 @@ def _table_colouring(
     size, num_values = math.prod(shape), spec.domain.num_values
     flat_given = None
     if given is not None:
-        flat_given, problem = _given_colours(spec, shape, given)
+        flat_given, problem = given_colouring(spec.name, shape, given)
         if problem is not None:
             return None, problem, False, False
     if size * size * num_values > MAX_TABLE_PROBE_EVALUATIONS:

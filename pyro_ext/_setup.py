@@ -23,8 +23,7 @@ from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
 from discrete_kernels.colouring import (
     MAX_DEPENDENCE_ENTRIES,
-    check_colouring,
-    greedy_colouring,
+    colouring_from_terms,
     term_owners,
 )
 from discrete_kernels.coordinatewise import (
@@ -553,33 +552,11 @@ def _colouring(
     drawn = _draw(model, args, kwargs, (spec,))[spec.name]
     other = point[:j] + (to_internal(spec, as_tensor(drawn)),) + point[j + 1 :]
     dependence = term_dependence(all_terms, j, spec.domain, [point, other], to_values)
-    if given is None:
-        colours = greedy_colouring(dependence)
-        if int(colours.max()) + 1 >= size:
-            return (
-                None,
-                None,
-                (
-                    "every coordinate interacts with every other (a term over all of them; a "
-                    "pyro.factor of a sum over the coordinates is one term: give the factor its "
-                    "unsummed tensor of terms and PlateGibbs can colour them)"
-                ),
-            )
-    else:
-        colours = np.asarray(given)
-        if colours.shape != shape or not np.issubdtype(colours.dtype, np.integer):
-            return (
-                None,
-                None,
-                (
-                    f"blocks[{spec.name!r}] must be an integer array of the site's shape {shape}, "
-                    f"got {colours.dtype} {colours.shape}"
-                ),
-            )
-        colours = colours.reshape(-1)
-        problem = check_colouring(dependence, colours)
-        if problem is not None:
-            return None, None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}"
+    colours, problem = colouring_from_terms(
+        spec.name, shape, dependence, given, "pyro.factor", "tensor"
+    )
+    if colours is None:
+        return None, None, problem
     many = int(colours.max()) + 1
     if needs_tables and given is None and many > MAX_COLOURS:
         return None, None, f"its terms need {many} colours, more than {MAX_COLOURS}"

@@ -9,6 +9,8 @@ import pytest
 from discrete_kernels.colouring import (
     check_colouring,
     check_graph_colouring,
+    colouring_from_terms,
+    given_colouring,
     greedy_colouring,
     greedy_graph_colouring,
     table_interaction_graph,
@@ -56,6 +58,28 @@ def test_a_clash_is_named_and_a_valid_colouring_passes():
     assert check_colouring(d, np.array([0, 1, 0, 1])) is None
     assert "coordinates 1 and 2 share a colour (1)" in check_colouring(d, np.array([0, 1, 1, 0]))
     assert "3 colours for 4 coordinates" in check_colouring(d, np.array([0, 1, 0]))
+
+
+def test_a_users_blocks_are_checked_and_a_term_over_all_coordinates_is_refused():
+    """What both PPLs' PlateGibbs do with ``blocks=`` and with a summed factor."""
+    d = chain_dependence(4)
+    colours, problem = colouring_from_terms("z", (4,), d, None, "numpyro.factor", "array")
+    np.testing.assert_array_equal(colours, [0, 1, 0, 1])
+    assert problem is None
+    colours, problem = colouring_from_terms("z", (2, 2), d, [[0, 1], [0, 1]], "f", "array")
+    np.testing.assert_array_equal(colours, [0, 1, 0, 1])
+    assert problem is None
+    colours, problem = colouring_from_terms("z", (4,), d, [0, 1, 1, 0], "f", "array")
+    assert colours is None and "blocks['z'] is not a valid colouring: coordinates 1" in problem
+    colours, problem = colouring_from_terms("z", (4,), d, [0.0, 1.0, 0.0, 1.0], "f", "array")
+    assert colours is None
+    assert "blocks['z'] must be an integer array of the site's shape (4,)" in problem
+    assert given_colouring("z", (4,), np.zeros(3, int))[1].endswith("got int64 (3,)")
+    summed = np.ones((4, 1), bool)  # one term that every coordinate changes
+    colours, problem = colouring_from_terms("z", (4,), summed, None, "pyro.factor", "tensor")
+    assert colours is None
+    assert "every coordinate interacts" in problem
+    assert "a pyro.factor of a sum" in problem and "unsummed tensor of terms" in problem
 
 
 def test_each_term_has_its_one_owner_of_each_colour():

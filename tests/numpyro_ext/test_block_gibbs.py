@@ -193,7 +193,7 @@ def test_one_colour_forced_on_the_lattice_breaks_stationarity(monkeypatch):
     setup's checks bypassed, gives a sweep that is not stationary."""
     monkeypatch.setattr("numpyro_ext._setup.verify_plate_table", lambda *a, **k: None)
     monkeypatch.setattr(
-        "numpyro_ext._setup.greedy_colouring", lambda d: np.zeros(d.shape[0], np.int64)
+        "discrete_kernels.colouring.greedy_colouring", lambda d: np.zeros(d.shape[0], np.int64)
     )
     setup, local_fn = driver_setup(nx.PlateGibbs(lattice_model))
     p = sweep_matrix(lattice_tables(local_fn), setup.leaves[0].colours)

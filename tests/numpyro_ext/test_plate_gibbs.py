@@ -18,7 +18,7 @@ import discrete_kernels as dk
 import numpyro_ext as nx
 from numpyro_ext import _plates
 
-from ..core.transition import spec_transition_matrix
+from ..core.transition import colour_sweep_matrix, spec_transition_matrix
 from ..mc import assert_mc_close, plate_model_exact
 
 W = np.array([1.0, -2.0, 1.5])
@@ -91,6 +91,7 @@ def test_forcing_plate_mode_on_a_coupled_site_breaks_stationarity(monkeypatch):
     """The power of the test above: with the setup's check bypassed, the block update of a
     coupled site is not stationary (and the check refuses it: next test)."""
     monkeypatch.setattr("numpyro_ext._setup.verify_plate_table", lambda *a, **k: None)
+    monkeypatch.setattr("numpyro_ext._setup._outside_plate_reason", lambda *a, **k: None)
     kernel = nx.PlateGibbs(coupled_model)
     setup, local_fn = driver_setup(kernel)
     states = [(jnp.array(z),) for z in itertools.product(range(2), repeat=3)]
@@ -125,7 +126,9 @@ def fully_coupled_model():
 
 def test_a_fully_coupled_site_is_refused_with_the_reason():
     with pytest.raises(
-        ValueError, match="'z' is not conditionally independent.*outside its own.*every coordinate"
+        ValueError,
+        match="'z' is not conditionally independent.*the term of 'triple' is not indexed by the "
+        "plates of 'z'.*every coordinate",
     ):
         driver_setup(nx.PlateGibbs(fully_coupled_model))
 
@@ -220,3 +223,54 @@ def test_term_dependence_moves_each_coordinate_to_every_other_value():
 
     dependence = _plates.term_dependence(all_terms, 0, spec, [(jnp.array([0, 2]),)])
     np.testing.assert_array_equal(dependence, [[True, False], [True, True]])
+
+
+def test_terms_outside_the_plates_computed_from_the_site_are_read_from_the_program():
+    """The terms a plate table leaves out that the model computes from the site: the summed
+    factor of a coupled site, none for a plate site, and a term that reads the site only
+    formally; in trace order."""
+
+    def outside(model, name, dims):
+        setup, _ = driver_setup(nx.PlateGibbs(model))
+        j = setup.names.index(name)
+        point = tuple(
+            jnp.zeros(shape, setup.site_dtypes[n])
+            for n, shape in zip(setup.names, setup.leaf_shapes)
+        )
+        return _plates.outside_plate_dependents(
+            setup.prepared_model, setup.names, j, dims, point, (), {}
+        )
+
+    def formal_model():
+        with numpyro.plate("rows", 3):
+            z = numpyro.sample("z", dist.Bernoulli(0.5))
+        numpyro.factor("first", 0.2 * z[0])
+        numpyro.factor("formal", 0.0 * jnp.sum(z))
+
+    assert outside(coupled_model, "z", {"rows": -1}) == ["pair"]
+    assert outside(discrete_plate_model, "c", {"items": -1}) == []
+    assert outside(formal_model, "z", {"rows": -1}) == ["first", "formal"]
+
+
+def test_a_term_that_reads_the_site_only_formally_leaves_it_one_colour():
+    """The program says ``0 * sum(z)`` reads z; the terms' probe finds that no coordinate
+    changes it, so the site is still one block (one colour), exactly stationary."""
+
+    def formal_model():
+        with numpyro.plate("rows", 3):
+            z = numpyro.sample("z", dist.Bernoulli(0.5))
+            numpyro.factor("own", jnp.asarray(W) * z)
+        numpyro.factor("formal", 0.0 * jnp.sum(z))
+
+    setup, local_fn = driver_setup(nx.PlateGibbs(formal_model))
+    np.testing.assert_array_equal(setup.leaves[0].colours, [0, 0, 0])
+    states = np.array(list(itertools.product(range(2), repeat=3)))
+    _, (tables,) = jax.jit(jax.vmap(lambda z: local_fn((z,))))(jnp.asarray(states, jnp.int32))
+    p = colour_sweep_matrix(states, np.asarray(tables, np.float64), np.zeros(3, int))
+    logp = np.array(
+        [float(setup.log_density_fn((), {})((jnp.asarray(z, jnp.int32),))) for z in states]
+    )
+    pi = np.exp(logp - logp.max())
+    pi /= pi.sum()
+    assert np.max(np.abs(pi @ p - pi)) < 1e-6
+    assert np.all(np.diag(p) < 1.0)

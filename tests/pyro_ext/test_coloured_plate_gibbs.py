@@ -137,7 +137,7 @@ def test_one_colour_forced_on_the_chain_breaks_stationarity(monkeypatch):
     """The power of the test above: the user's colouring with every coordinate in one colour,
     its checks bypassed, draws interacting neighbours together from their single-site
     conditionals, which is not stationary (and the check refuses it: next test)."""
-    monkeypatch.setattr("pyro_ext._setup.check_colouring", lambda *a, **k: None)
+    monkeypatch.setattr("discrete_kernels.colouring.check_colouring", lambda *a, **k: None)
     monkeypatch.setattr("pyro_ext._setup.verify_plate_table", lambda *a, **k: None)
     monkeypatch.setattr("pyro_ext._setup.term_owners", _first_owner)
     kernel = px.PlateGibbs(chain_model, blocks={"x": np.zeros(len(FIELD), dtype=np.int64)})
