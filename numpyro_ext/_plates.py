@@ -45,6 +45,7 @@ __all__ = [
     "element_terms_fn",
     "outside_plate_dependents",
     "own_terms_fn",
+    "terms_computed_from",
     "plate_dims",
     "plate_groups",
     "probe_tables",
@@ -129,48 +130,59 @@ def all_terms_fn(
     return terms
 
 
-def outside_plate_dependents(
+def terms_computed_from(
     prepared_model: Callable,
     names: Sequence[str],
     j: int,
-    leaf_dims: dict,
     leaves: tuple,
     model_args: tuple,
     model_kwargs: dict | None,
-) -> list[str]:
-    """The sites whose log-density term is not indexed by all of leaf ``j``'s plates (the
-    terms a plate table leaves out) and whose computation reads the leaf, in trace order.
+) -> list[tuple[str, int, dict]]:
+    """``(site, elements, {plate name: dim})`` of every site whose log-density term the model
+    computes from leaf ``j``, in trace order.
 
     Read from the program, not from values: the model is traced to a jaxpr (no compilation)
     and every value computed from the leaf is followed forward; an operation with any such
     input counts all its outputs as such (a ``scan`` or nested ``jit`` as a whole). So a site
-    named here may depend on the leaf only formally (``0 * x``); one not named cannot
-    depend on it. A plate table is right only if this list is empty.
+    listed here may depend on the leaf only formally (``0 * x``); one not listed cannot
+    depend on it.
     """
     kwargs = {} if model_kwargs is None else model_kwargs
+    found: list[tuple[str, int, dict]] = []  # filled while tracing, in trace order
 
-    outside: list[str] = []  # filled while tracing, in trace order
-
-    def outside_terms(x: jax.Array) -> list:
+    def all_terms(x: jax.Array) -> list:
         z = dict(zip(names, leaves[:j] + (x,) + leaves[j + 1 :]))
         log_probs, model_trace = compute_log_probs(
             prepared_model, model_args, with_conditioning(kwargs, z), {}, sum_log_prob=False
         )
         terms = []
         for name, log_prob in log_probs.items():
-            frames = {f.name: f.dim for f in model_trace[name]["cond_indep_stack"]}
-            if not all(frames.get(p) == d for p, d in leaf_dims.items()):
-                outside.append(name)
-                terms.append(jnp.asarray(log_prob))
+            site = model_trace[name]
+            if isinstance(site["fn"], dist.Independent):  # element by element, as all_terms_fn
+                log_prob = _unwrapped(site["fn"]).log_prob(site["value"])
+            frames = {f.name: f.dim for f in site["cond_indep_stack"]}
+            found.append((name, int(np.prod(jnp.shape(log_prob))), frames))
+            terms.append(jnp.asarray(log_prob))
         return terms
 
-    jaxpr = jax.make_jaxpr(outside_terms)(leaves[j]).jaxpr
+    jaxpr = jax.make_jaxpr(all_terms)(leaves[j]).jaxpr
     reached = set(jaxpr.invars)
     for equation in jaxpr.eqns:
         if any(isinstance(v, Var) and v in reached for v in equation.invars):
             reached.update(equation.outvars)
-    # one output per term (a term of several elements is one array)
-    return [name for name, v in zip(outside, jaxpr.outvars) if isinstance(v, Var) and v in reached]
+    # one output per site (a term of several elements is one array)
+    return [entry for entry, v in zip(found, jaxpr.outvars) if isinstance(v, Var) and v in reached]
+
+
+def outside_plate_dependents(terms: Sequence[tuple[str, int, dict]], leaf_dims: dict) -> list[str]:
+    """Of ``terms`` (:func:`terms_computed_from`), the sites whose term is not indexed by all
+    of a leaf's plates ``leaf_dims``: the terms a plate table leaves out. A plate table is
+    right only if there are none."""
+    return [
+        name
+        for name, _, frames in terms
+        if not all(frames.get(p) == d for p, d in leaf_dims.items())
+    ]
 
 
 def _unwrapped(fn: dist.Distribution) -> dist.Distribution:

@@ -58,6 +58,7 @@ from ._plates import (
     plate_dims,
     probe_tables,
     term_dependence,
+    terms_computed_from,
     verify_per_coordinate,
     verify_plate_table,
 )
@@ -533,9 +534,11 @@ def _plate_leaves(
             continue
         leaf_dims, reason = structural.get(spec.name, ({}, "the model enumerates sites"))
         colours, owner_rows = None, None
+        # the terms the model computes from the leaf, read from its program (no compilation)
+        read = _terms_read(setup, j, points, model_args, model_kwargs)
         if reason is None and spec.name not in blocks:
             reason = _outside_plate_reason(
-                setup, j, spec, leaf_dims, points, model_args, model_kwargs
+                setup, j, spec, leaf_dims, points, read, model_args, model_kwargs
             )
         if reason is None and spec.name not in blocks:
             reason = _verified(
@@ -555,8 +558,13 @@ def _plate_leaves(
         plate_reason = reason
         chain_terms = None
         if reason is not None or spec.name in blocks:
+            summed = _summed_term(setup, j, spec, read) if needs_tables else None
             if setup.enum:
                 colour_reason: str | None = "the model enumerates sites"
+            elif summed is not None and spec.name not in blocks:
+                # every coordinate changes a term of one element: its terms cannot colour the
+                # site, its single-site tables (below) can
+                colour_reason = summed
             else:
                 colours, owner_rows, colour_reason, chain_terms = _colouring(
                     setup, j, spec, points, blocks.get(spec.name), model_args, model_kwargs
@@ -654,33 +662,62 @@ def _verified(
     )
 
 
+def _terms_read(
+    setup: SiteSetup, j: int, points: Sequence[tuple], model_args: tuple, model_kwargs: dict
+) -> list[tuple[str, int, dict]] | None:
+    """The terms the model computes from leaf ``j`` (:func:`~numpyro_ext._plates.
+    terms_computed_from`), or None where the setup does not read terms (an enumerated model)."""
+    if setup.enum or setup.prepared_model is None:
+        return None
+    return terms_computed_from(
+        setup.prepared_model, setup.names, j, points[0], model_args, model_kwargs
+    )
+
+
 def _outside_plate_reason(
     setup: SiteSetup,
     j: int,
     spec: LeafSpec,
     leaf_dims: dict,
     points: Sequence[tuple],
+    read: list[tuple[str, int, dict]] | None,
     model_args: tuple,
     model_kwargs: dict,
 ) -> str | None:
-    """Why leaf ``j``'s plate table cannot be right, read from the model's program without
-    compiling it (a term outside the leaf's plates computed from the leaf: a ``factor`` of a
-    sum, a chain's transitions), where the terms' probe can colour the leaf instead; else
-    None, and the numerical check decides. Spares a chain or a lattice that check's
-    compilation."""
-    if setup.enum or setup.prepared_model is None:
+    """Why leaf ``j``'s plate table cannot be right, from the terms the model's program
+    computes from it (``read``): one outside the leaf's plates (a ``factor`` of a sum, a
+    chain's transitions), where the terms' probe can colour the leaf instead; else None, and
+    the numerical check decides. Spares a chain or a lattice that check's compilation."""
+    if read is None:
         return None
     if _term_probe_too_large(setup, j, spec, points, model_args, model_kwargs) is not None:
         return None
-    dependents = outside_plate_dependents(
-        setup.prepared_model, setup.names, j, leaf_dims, points[0], model_args, model_kwargs
-    )
+    dependents = outside_plate_dependents(read, leaf_dims)
     if not dependents:
         return None
     return (
         f"the term of {dependents[0]!r} is not indexed by the plates of {spec.name!r} and is "
         "computed from it"
     )
+
+
+def _summed_term(
+    setup: SiteSetup, j: int, spec: LeafSpec, read: list[tuple[str, int, dict]] | None
+) -> str | None:
+    """Why the terms cannot colour leaf ``j``, read from its program: a term of one element
+    computed from the leaf (a ``factor`` of a sum), where the leaf's single-site tables are
+    small enough to colour it instead (:func:`_table_colouring`); else None (the terms'
+    probe decides). A term of one element that only some coordinates change (``x[0]``) is
+    coloured from the tables as well, at their cost per sweep."""
+    size = math.prod(setup.leaf_shapes[j])
+    if read is None or size == 1:
+        return None
+    if size * size * spec.domain.num_values > MAX_TABLE_PROBE_EVALUATIONS:
+        return None
+    for name, elements, _ in read:
+        if elements == 1:
+            return f"the term of {name!r} is one element computed from the whole site"
+    return None
 
 
 def _term_probe_too_large(
@@ -808,7 +845,9 @@ def _table_colouring(
             True,
             False,
         )
-    chain = is_chain_graph(graph) and draws_chain(size, num_values, int(colours.max()) + 1)
+    # one colour is already a joint draw: a chain's pair table would only cost more
+    num_colours = int(colours.max()) + 1
+    chain = num_colours > 1 and is_chain_graph(graph) and draws_chain(size, num_values, num_colours)
     return colours.reshape(shape), "", True, chain
 
 

@@ -237,9 +237,8 @@ def test_terms_outside_the_plates_computed_from_the_site_are_read_from_the_progr
             jnp.zeros(shape, setup.site_dtypes[n])
             for n, shape in zip(setup.names, setup.leaf_shapes)
         )
-        return _plates.outside_plate_dependents(
-            setup.prepared_model, setup.names, j, dims, point, (), {}
-        )
+        read = _plates.terms_computed_from(setup.prepared_model, setup.names, j, point, (), {})
+        return _plates.outside_plate_dependents(read, dims)
 
     def formal_model():
         with numpyro.plate("rows", 3):
@@ -253,8 +252,9 @@ def test_terms_outside_the_plates_computed_from_the_site_are_read_from_the_progr
 
 
 def test_a_term_that_reads_the_site_only_formally_leaves_it_one_colour():
-    """The program says ``0 * sum(z)`` reads z; the terms' probe finds that no coordinate
-    changes it, so the site is still one block (one colour), exactly stationary."""
+    """The program says ``0 * sum(z)`` (a term of one element) reads z, so the site is
+    coloured from its single-site tables; they show that no coordinate interacts with
+    another, so the site is still one block (one colour, not a chain), exactly stationary."""
 
     def formal_model():
         with numpyro.plate("rows", 3):
@@ -274,3 +274,18 @@ def test_a_term_that_reads_the_site_only_formally_leaves_it_one_colour():
     pi /= pi.sum()
     assert np.max(np.abs(pi @ p - pi)) < 1e-6
     assert np.all(np.diag(p) < 1.0)
+
+
+def test_the_terms_read_from_the_program_count_an_events_elements_one_by_one():
+    """A ``.to_event`` latent's term is its elements (as the terms' probe splits them), so a
+    latent written as an event is not taken for a summed factor; a summed factor is one."""
+
+    def event_model():
+        z = numpyro.sample("z", dist.Bernoulli(0.5).expand([3]).to_event(1))
+        numpyro.factor("sum", 0.3 * jnp.sum(z))
+        numpyro.factor("unrelated", jnp.float32(0.1))
+
+    setup, _ = driver_setup(nx.PlateGibbs(event_model))
+    point = (jnp.zeros(3, setup.site_dtypes["z"]),)
+    read = _plates.terms_computed_from(setup.prepared_model, setup.names, 0, point, (), {})
+    assert [(name, elements) for name, elements, _ in read] == [("z", 3), ("sum", 1)]
