@@ -669,9 +669,12 @@ def _terms_read(
     terms_computed_from`), or None where the setup does not read terms (an enumerated model)."""
     if setup.enum or setup.prepared_model is None:
         return None
-    return terms_computed_from(
-        setup.prepared_model, setup.names, j, points[0], model_args, model_kwargs
-    )
+    try:
+        return terms_computed_from(
+            setup.prepared_model, setup.names, j, points[0], model_args, model_kwargs
+        )
+    except (TypeError, ValueError, IndexError):  # not traceable so: the numerical checks decide
+        return None
 
 
 def _outside_plate_reason(
