@@ -27,47 +27,27 @@ from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
 from discrete_kernels.chains import (
     ChainTerms,
-    chain_term_layout,
-    draws_chain,
-    draws_chain_from_terms,
-    is_chain_graph,
-)
-from discrete_kernels.colouring import (
-    MAX_DEPENDENCE_ENTRIES,
-    MAX_TABLE_PROBE_EVALUATIONS,
-    check_graph_colouring,
-    colouring_from_terms,
-    given_colouring,
-    greedy_graph_colouring,
-    table_interaction_graph,
-    term_owners,
 )
 from discrete_kernels.coordinatewise import per_coordinate_error, per_coordinate_refusal
-from discrete_kernels.domains import coordinate_bounds, is_windowed
-from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
+from discrete_kernels.domains import is_windowed
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
 from ._once import run_once
+from ._plate_setup import plate_leaves, terms_colouring
 from ._plates import (
     all_terms_fn,
     chain_terms_fn,
     coloured_terms_fn,
     element_terms_fn,
-    outside_plate_dependents,
     own_terms_fn,
     plate_dims,
-    probe_tables,
-    term_dependence,
-    terms_computed_from,
     verify_per_coordinate,
-    verify_plate_table,
 )
 from ._target import (
     CHAIN,
     EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
-    PLATE,
     LeafSpec,
     integer_bounds,
     latent_in_plates,
@@ -122,6 +102,23 @@ class SiteSetup:
     @property
     def names(self) -> list:
         return [s.name for s in self.leaves]
+
+    def trial(
+        self, leaves: Sequence[LeafSpec], dims: dict | None = None, owners: dict | None = None
+    ) -> SiteSetup:
+        """The setup of the same model with other ``leaves`` (their modes), their plate dims
+        and term owners, for a check at setup: no warmup check and no minibatch."""
+        return SiteSetup(
+            tuple(leaves),
+            Sites.from_leaves(leaves),
+            self.leaf_shapes,
+            site_dtypes=self.site_dtypes,
+            prepared_model=self.prepared_model,
+            enum=self.enum,
+            has_deterministic=self.has_deterministic,
+            plate_dims={} if dims is None else dims,
+            term_owners={} if owners is None else owners,
+        )
 
     @property
     def flat_dim(self) -> int:
@@ -387,7 +384,7 @@ def setup_model(
     if wanted:
         plate_key = ("plates", tuple(site_shapes.items()), tuple(wanted))
         if plate_key not in decisions:
-            decisions[plate_key] = _plate_leaves(
+            decisions[plate_key] = plate_leaves(
                 owner,
                 setup,
                 leaves,
@@ -421,7 +418,7 @@ def setup_model(
                 exact = tuple(
                     LeafSpec(s.name, s.domain, EXACT) if s.name in names else s for s in leaves
                 )
-                found = _plate_leaves(
+                found = plate_leaves(
                     owner, setup, exact, structural, names, model, model_args, model_kwargs
                 )
                 # plate sites only: a coloured site's table needs its term owners
@@ -495,365 +492,6 @@ def _per_coordinate_dims(
     return dims
 
 
-def _plate_leaves(
-    owner: str,
-    setup: SiteSetup,
-    leaves: tuple[LeafSpec, ...],
-    structural: dict,
-    wanted: Sequence[str],
-    model: Callable,
-    model_args: tuple,
-    model_kwargs: dict,
-    blocks: dict | None = None,
-    needs_tables: bool = False,
-    draws_chains: bool = False,
-) -> tuple[tuple[LeafSpec, ...], dict, dict]:
-    """The leaves with the ``wanted`` ones in plate mode where their plates make their
-    coordinates conditionally independent, or else a colouring does (the user's ``blocks``
-    or a greedy one from the terms each coordinate changes), verified at a prior draw and a
-    random state; their plate dims and their term owners (for a sampler that ``draws_chains``,
-    a coloured site whose terms make it a chain is drawn whole instead, its
-    :class:`~discrete_kernels.chains.ChainTerms` in place of the owners). For a sampler that
-    needs plate tables, a site that neither makes independent is kept in exact mode with a colouring
-    found from its single-site tables (:func:`_table_colouring`) where one exists, and
-    refused with an error naming the site and the reason otherwise (for a sampler that
-    ``draws_chains``, a site whose coordinates interact only with their flat neighbours gets
-    its pair table instead: :mod:`discrete_kernels.chains`); for other samplers an exact site
-    keeps its single-site table."""
-    out, dims, owners = list(leaves), dict[str, dict](), dict[str, Any]()
-    blocks = {} if blocks is None else blocks
-    points = [
-        tuple(jnp.asarray(draw[n]["value"], setup.site_dtypes[n]) for n in setup.names)
-        for draw in (
-            prototype_trace(conditioned(model), random.key(seed), model_args, model_kwargs)
-            for seed in (0, 1)
-        )
-    ]
-    for j, spec in enumerate(leaves):
-        if spec.name not in wanted:
-            continue
-        leaf_dims, reason = structural.get(spec.name, ({}, "the model enumerates sites"))
-        colours, owner_rows = None, None
-        # the terms the model computes from the leaf, read from its program (no compilation)
-        read = _terms_read(setup, j, points, model_args, model_kwargs)
-        if reason is None and spec.name not in blocks:
-            reason = _outside_plate_reason(
-                setup, j, spec, leaf_dims, points, read, model_args, model_kwargs
-            )
-        if reason is None and spec.name not in blocks:
-            reason = _verified(
-                setup,
-                out,
-                j,
-                spec,
-                None,
-                leaf_dims,
-                None,
-                points,
-                dims,
-                owners,
-                model_args,
-                model_kwargs,
-            )
-        plate_reason = reason
-        chain_terms = None
-        if reason is not None or spec.name in blocks:
-            summed = _summed_term(setup, j, spec, read) if needs_tables else None
-            if setup.enum:
-                colour_reason: str | None = "the model enumerates sites"
-            elif summed is not None and spec.name not in blocks:
-                # every coordinate changes a term of one element: its terms cannot colour the
-                # site, its single-site tables (below) can
-                colour_reason = summed
-            else:
-                colours, owner_rows, colour_reason, chain_terms = _colouring(
-                    setup, j, spec, points, blocks.get(spec.name), model_args, model_kwargs
-                )
-            many = 0 if colours is None else int(colours.max()) + 1
-            if needs_tables and spec.name not in blocks and many > MAX_COLOURS:
-                # e.g. a summed factor that one coordinate happens not to change at the probe
-                colour_reason = f"its terms need {many} colours, more than {MAX_COLOURS}"
-            if colour_reason is None:
-                leaf_dims = {}
-                colour_reason = _verified(
-                    setup,
-                    out,
-                    j,
-                    spec,
-                    colours,
-                    {},
-                    owner_rows,
-                    points,
-                    dims,
-                    owners,
-                    model_args,
-                    model_kwargs,
-                )
-            if colour_reason is not None:
-                reason = colour_reason if reason is None else f"{reason}; {colour_reason}"
-                colours = None
-            else:
-                reason = None
-        if reason is not None and needs_tables:
-            # a factor summed over the site hides from the terms which coordinates interact;
-            # the site's single-site tables show it, and are drawn colour by colour
-            colours, table_reason, probed, chain = _table_colouring(
-                setup, j, spec, points, blocks.get(spec.name), model_args, model_kwargs
-            )
-            if colours is not None:
-                mode = CHAIN if draws_chains and chain else EXACT
-                out[j] = LeafSpec(spec.name, spec.domain, mode, colours)
-                continue
-            # probed: the tables' answer replaces the terms' (which may suggest a rewrite)
-            reason = "; ".join(r for r in (plate_reason if probed else reason, table_reason) if r)
-        if reason is None and draws_chains and chain_terms is not None and spec.name not in blocks:
-            # a chain in its terms (an HMM's transitions as an array of terms, a scan), whose
-            # colouring was verified above: drawn whole from a pair table built from its terms
-            out[j] = LeafSpec(spec.name, spec.domain, CHAIN, colours)
-            owners[spec.name] = chain_terms
-            continue
-        if reason is None:
-            out[j] = LeafSpec(spec.name, spec.domain, PLATE, colours)
-            dims[spec.name] = leaf_dims
-            if owner_rows is not None:
-                owners[spec.name] = owner_rows
-        elif needs_tables or spec.mode != EXACT:  # a sampler that needs plate tables
-            raise site_rules.not_plate_error(
-                owner,
-                spec.name,
-                reason,
-                "a numpyro.infer.Gibbs block of nx.GWG, nx.DMALA or NumPyro's DiscreteGibbs",
-            )
-    return tuple(out), dims, owners
-
-
-def _verified(
-    setup: SiteSetup,
-    leaves: Sequence[LeafSpec],
-    j: int,
-    spec: LeafSpec,
-    colours: np.ndarray | None,
-    leaf_dims: dict,
-    owner_rows: np.ndarray | None,
-    points: Sequence[tuple],
-    dims: dict,
-    owners: dict,
-    model_args: tuple,
-    model_kwargs: dict,
-) -> str | None:
-    """None when leaf ``j``'s plate-mode table (a plate's, or a colouring's) matches
-    single-site changes at the first of ``points`` and a random state, else the reason."""
-    candidate = list(leaves)
-    candidate[j] = LeafSpec(spec.name, spec.domain, PLATE, colours)
-    trial = SiteSetup(
-        tuple(candidate),
-        Sites.from_leaves(candidate),
-        setup.leaf_shapes,
-        **_rest(setup),
-        plate_dims={**dims, spec.name: leaf_dims},
-        term_owners=owners if owner_rows is None else {**owners, spec.name: owner_rows},
-    )
-    return verify_plate_table(
-        candidate[j],
-        j,
-        points[0],
-        trial.local_fn(model_args, model_kwargs),
-        trial.log_density_fn(model_args, model_kwargs),
-    )
-
-
-def _terms_read(
-    setup: SiteSetup, j: int, points: Sequence[tuple], model_args: tuple, model_kwargs: dict
-) -> list[tuple[str, int, dict]] | None:
-    """The terms the model computes from leaf ``j`` (:func:`~numpyro_ext._plates.
-    terms_computed_from`), or None where the setup does not read terms (an enumerated model)."""
-    if setup.enum or setup.prepared_model is None:
-        return None
-    try:
-        return terms_computed_from(
-            setup.prepared_model, setup.names, j, points[0], model_args, model_kwargs
-        )
-    except (TypeError, ValueError, IndexError):  # not traceable so: the numerical checks decide
-        return None
-
-
-def _outside_plate_reason(
-    setup: SiteSetup,
-    j: int,
-    spec: LeafSpec,
-    leaf_dims: dict,
-    points: Sequence[tuple],
-    read: list[tuple[str, int, dict]] | None,
-    model_args: tuple,
-    model_kwargs: dict,
-) -> str | None:
-    """Why leaf ``j``'s plate table cannot be right, from the terms the model's program
-    computes from it (``read``): one outside the leaf's plates (a ``factor`` of a sum, a
-    chain's transitions), where the terms' probe can colour the leaf instead; else None, and
-    the numerical check decides. Spares a chain or a lattice that check's compilation."""
-    if read is None:
-        return None
-    if _term_probe_too_large(setup, j, spec, points, model_args, model_kwargs) is not None:
-        return None
-    dependents = outside_plate_dependents(read, leaf_dims)
-    if not dependents:
-        return None
-    return (
-        f"the term of {dependents[0]!r} is not indexed by the plates of {spec.name!r} and is "
-        "computed from it"
-    )
-
-
-def _summed_term(
-    setup: SiteSetup, j: int, spec: LeafSpec, read: list[tuple[str, int, dict]] | None
-) -> str | None:
-    """Why the terms cannot colour leaf ``j``, read from its program: a term of one element
-    computed from the leaf (a ``factor`` of a sum), where the leaf's single-site tables are
-    small enough to colour it instead (:func:`_table_colouring`); else None (the terms'
-    probe decides). A term of one element that only some coordinates change (``x[0]``) is
-    coloured from the tables as well, at their cost per sweep."""
-    size = math.prod(setup.leaf_shapes[j])
-    if read is None or size == 1:
-        return None
-    if size * size * spec.domain.num_values > MAX_TABLE_PROBE_EVALUATIONS:
-        return None
-    for name, elements, _ in read:
-        if elements == 1:
-            return f"the term of {name!r} is one element computed from the whole site"
-    return None
-
-
-def _term_probe_too_large(
-    setup: SiteSetup,
-    j: int,
-    spec: LeafSpec,
-    points: Sequence[tuple],
-    model_args: tuple,
-    model_kwargs: dict,
-) -> str | None:
-    """Why finding which terms each coordinate of leaf ``j`` changes would probe too many
-    (coordinates times the model's terms; an exact site of a gradient kernel, which has its
-    single-site table to fall back on, probes less), else None."""
-    assert setup.prepared_model is not None
-    size = math.prod(setup.leaf_shapes[j])
-    all_terms = all_terms_fn(setup.prepared_model, setup.names, model_args, model_kwargs)
-    num_terms = int(jax.eval_shape(all_terms, points[0]).shape[0])
-    limit = MAX_DEPENDENCE_ENTRIES if spec.mode != EXACT else MAX_DEPENDENCE_ENTRIES // 16
-    if size * num_terms <= limit:
-        return None
-    return (
-        f"its {size} coordinates and the model's {num_terms} terms are too many to find "
-        "which terms each coordinate changes"
-    )
-
-
-def _colouring(
-    setup: SiteSetup,
-    j: int,
-    spec: LeafSpec,
-    points: Sequence[tuple],
-    given: Any,
-    model_args: tuple,
-    model_kwargs: dict,
-) -> tuple[np.ndarray | None, np.ndarray | None, str | None, ChainTerms | None]:
-    """``(colours, owners, None, chain)`` of leaf ``j`` (colours of its shape, term owners of
-    shape (C, E), and where its terms make it a chain whose pair table from them costs little
-    more than a sweep, their :class:`~discrete_kernels.chains.ChainTerms`, else None), or
-    ``(None, None, reason, None)``: the user's colouring ``given`` (checked) or a greedy one,
-    from the terms each coordinate changes at ``points``."""
-    shape = setup.leaf_shapes[j]
-    size = math.prod(shape)
-    if given is None and size == 1:
-        return None, None, "it is a single coordinate", None
-    too_large = _term_probe_too_large(setup, j, spec, points, model_args, model_kwargs)
-    if too_large is not None:
-        return None, None, too_large, None
-    assert setup.prepared_model is not None
-    all_terms = all_terms_fn(setup.prepared_model, setup.names, model_args, model_kwargs)
-    dependence = term_dependence(all_terms, j, spec, points)
-    colours, problem = colouring_from_terms(
-        spec.name, shape, dependence, given, "numpyro.factor", "array"
-    )
-    if colours is None:
-        return None, None, problem, None
-    num_colours = int(colours.max()) + 1
-    chain = None
-    if given is None and size > 1 and draws_chain_from_terms(spec.domain.num_values, num_colours):
-        chain = chain_term_layout(dependence)
-    return colours.reshape(shape), term_owners(dependence, colours), None, chain
-
-
-def _table_colouring(
-    setup: SiteSetup,
-    j: int,
-    spec: LeafSpec,
-    points: Sequence[tuple],
-    given: Any,
-    model_args: tuple,
-    model_kwargs: dict,
-) -> tuple[np.ndarray | None, str, bool, bool]:
-    """``(colours of leaf j's shape, "", True, chain)``: a colouring of leaf ``j`` under which
-    no two coordinates of one colour interact, read from its single-site tables (the user's
-    ``given`` one, checked, or a greedy one), and whether the leaf is better drawn whole as a
-    chain (its coordinates interact only with their flat neighbours, no ``given`` colouring,
-    and its pair table costs little more than a sweep: :func:`~discrete_kernels.chains.
-    draws_chain`); else ``(None, reason, probed, False)``, ``probed`` whether the tables were
-    probed at all.
-
-    The tables are probed at the first two of ``points`` and at the first with every
-    coordinate of the leaf moved to its next value (so that, for a binary site, a coupling
-    that vanishes at one value of a third coordinate shows at the other): ``3 x N x N x S``
-    evaluations of the model, at most :data:`MAX_TABLE_PROBE_EVALUATIONS` per point.
-    """
-    shape = setup.leaf_shapes[j]
-    size, num_values = math.prod(shape), spec.domain.num_values
-    flat_given = None
-    if given is not None:
-        flat_given, problem = given_colouring(spec.name, shape, given)
-        if problem is not None:
-            return None, problem, False, False
-    if size * size * num_values > MAX_TABLE_PROBE_EVALUATIONS:
-        return (
-            None,
-            (
-                f"and its {size} coordinates of {num_values} values are too many to find which "
-                f"interact from its exact tables ({size * size * num_values} evaluations of the "
-                f"model, at most {MAX_TABLE_PROBE_EVALUATIONS})"
-            ),
-            False,
-            False,
-        )
-    x = points[0][j]
-    low, high = coordinate_bounds(spec.domain, shape)
-    next_values = (np.asarray(x) - low + 1) % (high - low + 1) + low
-    all_moved = points[0][:j] + (jnp.asarray(next_values, x.dtype),) + points[0][j + 1 :]
-    probed_points = [*points[:2], all_moved]
-    log_density = setup.log_density_fn(model_args, model_kwargs)
-    tables, moved_tables, f = probe_tables(log_density, j, spec, probed_points)
-    graph = table_interaction_graph(tables, moved_tables, f, float(np.finfo(tables.dtype).eps))
-    why = "they interact (moving one changes the other's exact conditional)"
-    if flat_given is not None:
-        problem = check_graph_colouring(graph, flat_given, why)
-        if problem is not None:
-            return None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}", True, False
-        return flat_given.reshape(shape), "", True, False
-    colours = greedy_graph_colouring(graph)
-    if size > 1 and int(colours.max()) + 1 >= size:
-        return (
-            None,
-            (
-                "every coordinate interacts with every other (moving any one changes the exact "
-                "conditional of every other, found from its single-site tables)"
-            ),
-            True,
-            False,
-        )
-    # one colour is already a joint draw: a chain's pair table would only cost more
-    num_colours = int(colours.max()) + 1
-    chain = num_colours > 1 and is_chain_graph(graph) and draws_chain(size, num_values, num_colours)
-    return colours.reshape(shape), "", True, chain
-
-
 def _switch_badly_estimated_sites(
     owner: str,
     setup: SiteSetup,
@@ -922,11 +560,13 @@ def _switch_badly_estimated_sites(
             leaves,
             log_density,
             plate_sites,
-            lambda j: _colouring(setup, j, specs[j], rows[:2], None, model_args, model_kwargs)[0],
+            lambda j: terms_colouring(setup, j, specs[j], rows[:2], None, model_args, model_kwargs)[
+                0
+            ],
         )
         if switched == specs:
             return specs
-        again = SiteSetup(switched, Sites.from_leaves(switched), setup.leaf_shapes, **_rest(setup))
+        again = setup.trial(switched)
         return _switch_badly_estimated_sites(
             owner, again, model, model_trace, model_args, model_kwargs, plate_sites
         )
@@ -952,15 +592,6 @@ def _switch_badly_estimated_sites(
         for s, shape in zip(specs, setup.leaf_shapes)
     ]
     return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, sizes)
-
-
-def _rest(setup: SiteSetup) -> dict:
-    return {
-        "site_dtypes": setup.site_dtypes,
-        "prepared_model": setup.prepared_model,
-        "enum": setup.enum,
-        "has_deterministic": setup.has_deterministic,
-    }
 
 
 def _switch_index_sites(

@@ -191,7 +191,7 @@ def test_the_colour_sweep_is_exactly_stationary_and_the_step_draws_from_it():
 def test_one_colour_forced_on_the_lattice_breaks_stationarity(monkeypatch):
     """The power of the test above: a colouring that puts neighbours together, with the
     setup's checks bypassed, gives a sweep that is not stationary."""
-    monkeypatch.setattr("numpyro_ext._setup.verify_plate_table", lambda *a, **k: None)
+    monkeypatch.setattr("numpyro_ext._plate_setup.verify_plate_table", lambda *a, **k: None)
     monkeypatch.setattr(
         "discrete_kernels.colouring.greedy_colouring", lambda d: np.zeros(d.shape[0], np.int64)
     )

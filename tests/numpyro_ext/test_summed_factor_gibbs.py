@@ -233,9 +233,9 @@ def test_one_colour_forced_on_a_summed_factor_breaks_stationarity(monkeypatch, m
     """The power of the tests above: every coordinate drawn at once from its single-site row
     (the setup's colouring replaced by one colour) is not stationary."""
     monkeypatch.setattr(
-        "numpyro_ext._setup.greedy_graph_colouring", lambda g: np.zeros(g.shape[0], np.int64)
+        "numpyro_ext._plate_setup.greedy_graph_colouring", lambda g: np.zeros(g.shape[0], np.int64)
     )
-    monkeypatch.setattr("numpyro_ext._setup.draws_chain", lambda *args: False)  # a sweep
+    monkeypatch.setattr("numpyro_ext._plate_setup.draws_chain", lambda *args: False)  # a sweep
     setup, local_fn = driver_setup(nx.PlateGibbs(model))
     colours = np.asarray(setup.leaves[0].colours).reshape(-1)
     assert colours.max() == 0

@@ -91,15 +91,15 @@ def test_the_whole_chain_move_from_terms_is_exactly_stationary_and_draws_the_pos
 
 def test_a_layout_without_its_pair_terms_changes_the_table_and_needs_the_mh_step(monkeypatch):
     """The power of the two tests above."""
-    from numpyro_ext import _setup
+    from numpyro_ext import _plate_setup
 
-    exact = _setup.chain_term_layout
+    exact = _plate_setup.chain_term_layout
 
     def without_pairs(dependence):
         layout = exact(dependence)
         return ChainTerms(layout.singles, np.full_like(layout.pairs, dependence.shape[1]))
 
-    monkeypatch.setattr(_setup, "chain_term_layout", without_pairs)
+    monkeypatch.setattr(_plate_setup, "chain_term_layout", without_pairs)
     with pytest.raises(AssertionError):
         check_pair_tables(nx.PlateGibbs(term_chain_model), (), [[0, 1, 2, 0]])
     check_stationary_only_with_the_mh_step(term_chain_model)
