@@ -42,6 +42,7 @@ __all__ = [
     "greedy_graph_colouring",
     "interaction_graph",
     "table_interaction_graph",
+    "term_probe_refusal",
     "term_owners",
     "terms_changed",
 ]
@@ -172,6 +173,19 @@ def check_graph_colouring(
         i, k = clash[0]
         return f"coordinates {int(i)} and {int(k)} share a colour ({int(colours[i])}) but {why}"
     return None
+
+
+def term_probe_refusal(
+    size: int, num_terms: int, limit: int = MAX_DEPENDENCE_ENTRIES
+) -> str | None:
+    """Why finding which of ``num_terms`` terms each of ``size`` coordinates changes would
+    compare too many pairs (more than ``limit``), else None."""
+    if size * num_terms <= limit:
+        return None
+    return (
+        f"its {size} coordinates and the model's {num_terms} terms are too many to find which "
+        "terms each coordinate changes"
+    )
 
 
 def given_colouring(name: str, shape: tuple, given: Any) -> tuple[np.ndarray | None, str | None]:

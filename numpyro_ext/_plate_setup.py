@@ -39,6 +39,7 @@ from discrete_kernels.colouring import (
     greedy_graph_colouring,
     table_interaction_graph,
     term_owners,
+    term_probe_refusal,
 )
 from discrete_kernels.domains import coordinate_bounds
 from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
@@ -300,12 +301,7 @@ def _term_probe_too_large(
     all_terms = all_terms_fn(setup.prepared_model, setup.names, model_args, model_kwargs)
     num_terms = int(jax.eval_shape(all_terms, points[0]).shape[0])
     limit = MAX_DEPENDENCE_ENTRIES if spec.mode != EXACT else MAX_DEPENDENCE_ENTRIES // 16
-    if size * num_terms <= limit:
-        return None
-    return (
-        f"its {size} coordinates and the model's {num_terms} terms are too many to find "
-        "which terms each coordinate changes"
-    )
+    return term_probe_refusal(size, num_terms, limit)
 
 
 def terms_colouring(

@@ -25,6 +25,7 @@ from discrete_kernels.colouring import (
     MAX_DEPENDENCE_ENTRIES,
     colouring_from_terms,
     term_owners,
+    term_probe_refusal,
 )
 from discrete_kernels.coordinatewise import (
     Evaluation,
@@ -540,15 +541,10 @@ def _colouring(
     num_terms = int(all_terms(to_values(point)).numel())
     # an exact site of a gradient kernel has its single-site table to fall back on: probe less
     most = MAX_COLOURED_COORDINATES if needs_tables else MAX_COLOURED_COORDINATES // 16
-    if size > most or size * num_terms > MAX_DEPENDENCE_ENTRIES:
-        return (
-            None,
-            None,
-            (
-                f"its {size} coordinates and the model's {num_terms} terms are too many to find "
-                "which terms each coordinate changes"
-            ),
-        )
+    # a site of more than `most` coordinates is refused whatever its terms (limit 0)
+    too_many = term_probe_refusal(size, num_terms, 0 if size > most else MAX_DEPENDENCE_ENTRIES)
+    if too_many is not None:
+        return None, None, too_many
     drawn = _draw(model, args, kwargs, (spec,))[spec.name]
     other = point[:j] + (to_internal(spec, as_tensor(drawn)),) + point[j + 1 :]
     dependence = term_dependence(all_terms, j, spec.domain, [point, other], to_values)

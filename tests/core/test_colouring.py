@@ -15,6 +15,7 @@ from discrete_kernels.colouring import (
     greedy_graph_colouring,
     table_interaction_graph,
     term_owners,
+    term_probe_refusal,
     terms_changed,
 )
 
@@ -75,6 +76,10 @@ def test_a_users_blocks_are_checked_and_a_term_over_all_coordinates_is_refused()
     assert colours is None
     assert "blocks['z'] must be an integer array of the site's shape (4,)" in problem
     assert given_colouring("z", (4,), np.zeros(3, int))[1].endswith("got int64 (3,)")
+    assert term_probe_refusal(4, 10, limit=40) is None
+    assert "its 4 coordinates and the model's 11 terms are too many" in term_probe_refusal(
+        4, 11, limit=40
+    )
     summed = np.ones((4, 1), bool)  # one term that every coordinate changes
     colours, problem = colouring_from_terms("z", (4,), summed, None, "pyro.factor", "tensor")
     assert colours is None
