@@ -45,11 +45,11 @@ __all__ = [
     "element_terms_fn",
     "outside_plate_dependents",
     "own_terms_fn",
-    "terms_computed_from",
     "plate_dims",
     "plate_groups",
     "probe_tables",
     "term_dependence",
+    "terms_computed_from",
     "verify_per_coordinate",
     "verify_plate_table",
 ]
@@ -96,7 +96,7 @@ def element_terms_fn(
         total = jnp.zeros(shape, jnp.result_type(float))
         for name, log_prob in log_probs.items():
             frames = {f.name: f.dim for f in model_trace[name]["cond_indep_stack"]}
-            if all(frames.get(p) == d for p, d in leaf_dims.items()):
+            if _in_plates(frames, leaf_dims):
                 total = total + align_element_term(jnp.asarray(log_prob), leaf_dims, shape)
         return total
 
@@ -178,11 +178,13 @@ def outside_plate_dependents(terms: Sequence[tuple[str, int, dict]], leaf_dims: 
     """Of ``terms`` (:func:`terms_computed_from`), the sites whose term is not indexed by all
     of a leaf's plates ``leaf_dims``: the terms a plate table leaves out. A plate table is
     right only if there are none."""
-    return [
-        name
-        for name, _, frames in terms
-        if not all(frames.get(p) == d for p, d in leaf_dims.items())
-    ]
+    return [name for name, _, frames in terms if not _in_plates(frames, leaf_dims)]
+
+
+def _in_plates(frames: dict, leaf_dims: dict) -> bool:
+    """Whether a term with plate ``frames`` (``{name: dim}``) is indexed by every one of a
+    leaf's plates ``leaf_dims`` (the same dims): a term of the leaf's plate table."""
+    return all(frames.get(p) == d for p, d in leaf_dims.items())
 
 
 def _unwrapped(fn: dist.Distribution) -> dist.Distribution:

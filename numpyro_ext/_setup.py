@@ -554,16 +554,11 @@ def _switch_badly_estimated_sites(
         compiled_local_fn = jax.jit(make_local_fn(log_density, specs))
         evaluated = [compiled_local_fn(row) for row in rows]
     except TypeError:  # some site is used as an index: find it, then check the rest
-        switched = _switch_index_sites(
-            owner,
-            specs,
-            leaves,
-            log_density,
-            plate_sites,
-            lambda j: terms_colouring(setup, j, specs[j], rows[:2], None, model_args, model_kwargs)[
-                0
-            ],
-        )
+
+        def colours_of(j: int) -> np.ndarray | None:
+            return terms_colouring(setup, j, specs[j], rows[:2], None, model_args, model_kwargs)[0]
+
+        switched = _switch_index_sites(owner, specs, leaves, log_density, plate_sites, colours_of)
         if switched == specs:
             return specs
         again = setup.trial(switched)
