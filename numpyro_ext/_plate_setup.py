@@ -84,7 +84,9 @@ def plate_leaves(
     refused with an error naming the site and the reason otherwise (for a sampler that
     ``draws_chains``, a site whose coordinates interact only with their flat neighbours gets
     its pair table instead: :mod:`discrete_kernels.chains`); for other samplers an exact site
-    keeps its single-site table."""
+    keeps its single-site table. The model's program (:func:`_terms_read`) spares the probes
+    that cannot succeed: the plate check where a term outside the site's plates is computed
+    from it, the terms' probe where a term of one element is."""
     out, dims, owners = list(leaves), dict[str, dict](), dict[str, Any]()
     blocks = {} if blocks is None else blocks
     points = [
@@ -127,8 +129,9 @@ def plate_leaves(
             if setup.enum:
                 colour_reason: str | None = "the model enumerates sites"
             elif summed is not None and spec.name not in blocks:
-                # every coordinate changes a term of one element: its terms cannot colour the
-                # site, its single-site tables (below) can
+                # a term of one element computed from the site (a summed factor): the terms'
+                # probe would find each coordinate that changes it interacting with every
+                # other; the single-site tables (below) tell
                 colour_reason = summed
             else:
                 colours, owner_rows, colour_reason, chain_terms = terms_colouring(
