@@ -1725,7 +1725,7 @@ MODELS: dict[str, UserModel] = {
             bnn_exact,
             bnn_statistics,
             sizes=(2, 5),
-            kernels=COUPLED_DISCRETE,
+            kernels=PLATE_DISCRETE,
             recommended="DMALA",
             builtins=DISCRETE_BUILTINS,
         ),

@@ -47,6 +47,7 @@ __all__ = [
     "ControlFlow",
     "ElementTermsFn",
     "LocalFn",
+    "LocalFnWithRows",
     "LocalFnWithTerms",
     "NoiseShapes",
     "Sampler",
@@ -62,6 +63,7 @@ __all__ = [
     "mh_finish_per_coordinate",
     "mh_log_ratio",
     "propose",
+    "take_step",
 ]
 
 LocalFn = Callable[[tuple], tuple]
@@ -81,6 +83,21 @@ class LocalFnWithTerms:
 
     local_fn: LocalFn
     element_terms: ElementTermsFn
+
+    def __call__(self, leaves: tuple) -> tuple:
+        return self.local_fn(leaves)
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalFnWithRows:
+    """A :data:`LocalFn` that can also evaluate one coordinate's row of a leaf's exact table:
+    ``row(leaves, j, i)``, shape (S,), the log density with flat coordinate ``i`` (an integer
+    array) of leaf ``j`` set to each of its ``S`` values, ``S`` evaluations instead of the
+    table's ``N x S``. The adapters pass one for a sampler that sweeps a site one coordinate
+    at a time (:class:`~discrete_kernels.samplers.plate_gibbs.PlateGibbs`'s last resort)."""
+
+    local_fn: LocalFn
+    row: Callable[[tuple, int, Any], Any]
 
     def __call__(self, leaves: tuple) -> tuple:
         return self.local_fn(leaves)
@@ -488,6 +505,8 @@ class Sampler:
       others are refused at setup with the kernels that do.
     - **steps_chains_in_rows** - whether the step takes many chains as the rows of each
       leaf (:attr:`Sites.chains_in_rows`); the others are vectorised over the chains.
+    - **steps_with_control** - whether :meth:`step` takes the adapter's control flow as its
+      ``control`` keyword (a loop inside the step; :func:`take_step` passes it).
 
     A sampler refuses a model whose plates subsample (a minibatch estimate of the log
     density and its gradient, new at every step) unless :meth:`minibatch_refusal` says
@@ -501,6 +520,7 @@ class Sampler:
     site_options: ClassVar[tuple[str, ...]] = ("exact_sites",)
     uses_locals: ClassVar[bool] = True
     needs_plate_tables: ClassVar[bool] = False
+    steps_with_control: ClassVar[bool] = False
     draws_chains: ClassVar[bool] = False
     windowed_domains: ClassVar[bool] = False
     steps_chains_in_rows: ClassVar[bool] = False
@@ -664,6 +684,23 @@ class Sampler:
 
 # ------------------------------------------------------------------------------------------
 # options
+
+
+def take_step(
+    spec: Sampler,
+    chain: ChainState,
+    noise: StepNoise,
+    params: StepParameters,
+    adapt_state: Any,
+    sites: Sites,
+    local_fn: LocalFn,
+    control: ControlFlow,
+) -> tuple[ChainState, Any]:
+    """``spec.step(...)``, given the adapter's ``control`` where the sampler takes it
+    (:attr:`Sampler.steps_with_control`)."""
+    if spec.steps_with_control:
+        return spec.step(chain, noise, params, adapt_state, sites, local_fn, control=control)  # type: ignore[call-arg]
+    return spec.step(chain, noise, params, adapt_state, sites, local_fn)
 
 
 def option_names(sampler: Any) -> tuple[str, ...]:

@@ -55,6 +55,7 @@ __all__ = [
     "first_order_is_badly_wrong",
     "first_order_proposal_error",
     "ordinal_from_bounds",
+    "coordinate_substitutions",
     "single_site_substitutions",
     "substitutions_at",
     "switch_badly_estimated_sites",
@@ -582,6 +583,23 @@ def single_site_substitutions(domain: Domain, x: Array) -> Array:
     at_site = xp.eye(size, dtype=xp.bool, device=_device(x))[:, None, :]  # (N, 1, N)
     batch = xp.where(at_site, values[None, :, None], flat[None, None, :])  # (N, S, N)
     return xp.reshape(batch, (size * num_values,) + tuple(x.shape))
+
+
+def coordinate_substitutions(domain: Domain, x: Array, flat_index: Array) -> Array:
+    """``x`` with flat coordinate ``flat_index`` (an integer array, traced or not) set to each
+    candidate value: entry ``v`` of ``f`` on the batch is that coordinate's row of the exact
+    table, ``T[i, v]`` (:func:`single_site_substitutions` for one coordinate).
+
+    Returns
+    -------
+    array, shape (S, n...), dtype of ``x``
+    """
+    xp = array_namespace(x)
+    flat = xp.reshape(x, (-1,))
+    values = xp.astype(xp.arange(domain.num_values, device=_device(x)) + domain.low, x.dtype)
+    at_site = xp.arange(flat.shape[0], device=_device(x)) == flat_index  # (N,)
+    batch = xp.where(at_site[None, :], values[:, None], flat[None, :])  # (S, N)
+    return xp.reshape(batch, (domain.num_values,) + tuple(x.shape))
 
 
 def substitutions_at(domain: Domain, x: Array, flat_indices: Sequence[int] | Array) -> Array:

@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import random
-from numpyro.infer.gibbs import conditioned, prototype_trace
 
 from discrete_kernels import sites as site_rules
 from discrete_kernels.chains import (
@@ -52,6 +51,7 @@ from ._plates import (
     terms_computed_from,
     verify_plate_table,
 )
+from ._prior_trace import prior_trace
 from ._target import CHAIN, EXACT, PLATE, LeafSpec
 
 if TYPE_CHECKING:
@@ -92,8 +92,7 @@ def plate_leaves(
     points = [
         tuple(jnp.asarray(draw[n]["value"], setup.site_dtypes[n]) for n in setup.names)
         for draw in (
-            prototype_trace(conditioned(model), random.key(seed), model_args, model_kwargs)
-            for seed in (0, 1)
+            prior_trace(model, random.key(seed), model_args, model_kwargs) for seed in (0, 1)
         )
     ]
     for j, spec in enumerate(leaves):
@@ -398,12 +397,15 @@ def _table_colouring(
             return None, f"blocks[{spec.name!r}] is not a valid colouring: {problem}", True, False
         return flat_given.reshape(shape), "", True, False
     colours = greedy_graph_colouring(graph)
-    if size > 1 and int(colours.max()) + 1 >= size:
+    # every coordinate interacting with every other: one coordinate at a time, the last
+    # resort, where that is few enough colours (each recomputes the site's table)
+    if size > MAX_COLOURS and int(colours.max()) + 1 >= size:
         return (
             None,
             (
                 "every coordinate interacts with every other (moving any one changes the exact "
-                "conditional of every other, found from its single-site tables)"
+                f"conditional of every other, found from its single-site tables), and one "
+                f"coordinate at a time is taken for at most {MAX_COLOURS} coordinates"
             ),
             True,
             False,

@@ -13,6 +13,7 @@ setup against single-site changes; a site that fails keeps its other mode.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import jax
@@ -37,6 +38,8 @@ from discrete_kernels.sites import (
     single_site_substitutions,
     substitutions_at,
 )
+
+from ._once import jit_once
 
 __all__ = [
     "all_terms_fn",
@@ -265,12 +268,13 @@ def term_dependence(
     """
     domain = spec.domain
     size = int(np.prod(points[0][j].shape))
-    compiled = jax.jit(
+    compiled = jit_once(
         lambda point, shift: jax.lax.map(
             lambda i: _changed(all_terms, j, domain, point, i, shift),
             jnp.arange(size),
             batch_size=batch_size,
-        )
+        ),
+        2 * size,
     )
     # every other value, not only the next: an agreement term c_i == c_{i+1} changes only
     # where one of the two values is the neighbour's
@@ -288,7 +292,8 @@ def term_dependence(
             return all_terms(point[:j] + (value,) + point[j + 1 :])
 
         try:
-            jacobian = jax.jit(jax.jacfwd(terms_at))(jnp.asarray(relaxed, jnp.result_type(float)))
+            jacobian_at = jit_once(jax.jacfwd(terms_at), size)
+            jacobian = jacobian_at(jnp.asarray(relaxed, jnp.result_type(float)))
         except (TypeError, ValueError):  # a model that takes integer values only
             return dependence
         jacobian = np.asarray(jacobian).reshape(-1, size).T  # (N, E)
@@ -343,7 +348,7 @@ def probe_tables(
         changed = jnp.reshape(flat.at[k].set(value.astype(x.dtype)), x.shape)
         return table(point[:j] + (changed,) + point[j + 1 :])
 
-    @jax.jit
+    @partial(jit_once, evaluations=size * size * num_values)
     def probe(point: tuple) -> tuple[jax.Array, jax.Array, jax.Array]:
         moved = jax.lax.map(
             lambda k: moved_table(point, k),
@@ -371,8 +376,8 @@ def verify_plate_table(
     x = leaves[j]
     size = int(np.prod(x.shape))
     chosen, others = plate_check_draws(spec.domain, x.shape, seed)
-    compiled_local = jax.jit(local_fn)
-    compiled_density = jax.jit(jax.vmap(log_density))
+    compiled_local = jit_once(local_fn)
+    compiled_density = jit_once(jax.vmap(log_density))
     points = [leaves] + [leaves[:j] + (jnp.asarray(y, x.dtype),) + leaves[j + 1 :] for y in others]
     for point in points:
         f, local = compiled_local(point)
@@ -425,7 +430,7 @@ def verify_per_coordinate(
     """None when every coordinate of every leaf is conditionally independent of the others,
     as a per-coordinate MH decision needs, at each of ``points``, else the reason in words
     (:func:`discrete_kernels.coordinatewise.per_coordinate_mismatch`)."""
-    evaluate = jax.jit(lambda z: (log_density(z), local_fn(z)[1], terms_fn(z)))
+    evaluate = jit_once(lambda z: (log_density(z), local_fn(z)[1], terms_fn(z)))
 
     def at(leaves: tuple, like: tuple) -> Evaluation:
         f, gradient, terms = evaluate(tuple(jnp.asarray(v, u.dtype) for v, u in zip(leaves, like)))

@@ -19,10 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import random
 from numpyro.handlers import seed, trace
-from numpyro.infer.gibbs import GIBBS_SITES_KWARG, conditioned, prototype_trace, with_conditioning
+from numpyro.infer.gibbs import GIBBS_SITES_KWARG, conditioned, with_conditioning
 from numpyro.infer.util import _prepare_model_for_potential, potential_energy
 
-from discrete_kernels import LocalFnWithTerms, Sampler, Sites
+from discrete_kernels import LocalFnWithRows, LocalFnWithTerms, Sampler, Sites
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
 from discrete_kernels.chains import (
@@ -32,7 +32,7 @@ from discrete_kernels.coordinatewise import per_coordinate_error, per_coordinate
 from discrete_kernels.domains import is_windowed
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
-from ._once import run_once
+from ._once import jit_once, run_once
 from ._plate_setup import plate_leaves, terms_colouring
 from ._plates import (
     all_terms_fn,
@@ -43,12 +43,14 @@ from ._plates import (
     plate_dims,
     verify_per_coordinate,
 )
+from ._prior_trace import prior_trace
 from ._target import (
     CHAIN,
     EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
     LeafSpec,
+    coordinate_row_fn,
     integer_bounds,
     latent_in_plates,
     leaf_specs_for_model,
@@ -196,6 +198,8 @@ class SiteSetup:
                 )
         local_fn = make_local_fn(log_density, self.leaves, element_terms)
         if not self.sites.per_coordinate_mh:
+            if any(s.mode == EXACT and s.colours is not None for s in self.leaves):
+                return LocalFnWithRows(local_fn, coordinate_row_fn(log_density, self.leaves))
             return local_fn
         assert prepared is not None  # a model: setup_potential refuses per_coordinate_mh
         terms = own_terms_fn(
@@ -311,7 +315,7 @@ def setup_model(
     """
     owner = sampler.name
     try:
-        model_trace = prototype_trace(conditioned(model), rng_key, model_args, model_kwargs)
+        model_trace = prior_trace(model, rng_key, model_args, model_kwargs)
     except (OverflowError, TypeError, ValueError) as error:
         raise ValueError(
             f"{owner}: tracing the model with start values drawn from its prior failed "
@@ -466,8 +470,7 @@ def _per_coordinate_dims(
     points = [
         tuple(jnp.asarray(draw[n]["value"], setup.site_dtypes[n]) for n in setup.names)
         for draw in (
-            prototype_trace(conditioned(model), random.key(seed), model_args, model_kwargs)
-            for seed in (0, 1)
+            prior_trace(model, random.key(seed), model_args, model_kwargs) for seed in (0, 1)
         )
     ]
     names = setup.names
@@ -548,10 +551,15 @@ def _switch_badly_estimated_sites(
     # program (eagerly, each operation of the model would be compiled on its own)
     rows = [leaves]
     for key in random.split(random.key(1000), site_rules.PRIOR_DRAWS):
-        draw = prototype_trace(conditioned(model), key, model_args, model_kwargs)
+        draw = prior_trace(model, key, model_args, model_kwargs)
         rows.append(tuple(jnp.asarray(draw[n]["value"], x.dtype) for n, x in zip(names, leaves)))
     try:
-        compiled_local_fn = jax.jit(make_local_fn(log_density, specs))
+        tables_cost = sum(
+            math.prod(x.shape) * getattr(spec.domain, "num_values", 1)
+            for spec, x in zip(specs, leaves)
+            if spec.mode == EXACT
+        )
+        compiled_local_fn = jit_once(make_local_fn(log_density, specs), 1 + tables_cost)
         evaluated = [compiled_local_fn(row) for row in rows]
     except TypeError:  # some site is used as an index: find it, then check the rest
 
@@ -565,9 +573,12 @@ def _switch_badly_estimated_sites(
         return _switch_badly_estimated_sites(
             owner, again, model, model_trace, model_args, model_kwargs, plate_sites
         )
-    points = tuple(jnp.stack(parts) for parts in zip(*rows))
-    f = jnp.stack([e[0] for e in evaluated])
-    local = tuple(jnp.stack(parts) for parts in zip(*[e[1] for e in evaluated]))
+    # stacked in NumPy: each eager JAX operation would compile a program of its own
+    points = tuple(np.stack([np.asarray(x) for x in parts]) for parts in zip(*rows))
+    f = np.stack([np.asarray(e[0]) for e in evaluated])
+    local = tuple(
+        np.stack([np.asarray(x) for x in parts]) for parts in zip(*[e[1] for e in evaluated])
+    )
     tables = run_once(tables_at, points)
     errors_by_point = []
     for p in range(f.shape[0]):
@@ -716,7 +727,7 @@ def initial_values(
     """One chain's start: the given values, and prior draws for the sites not given."""
     if model is None:
         return init_params
-    model_trace = prototype_trace(conditioned(model), rng_key, model_args, model_kwargs)
+    model_trace = prior_trace(model, rng_key, model_args, model_kwargs)
     init_params = {} if init_params is None else init_params
     return {
         s.name: jnp.asarray(init_params.get(s.name, model_trace[s.name]["value"]))

@@ -28,6 +28,7 @@ from discrete_kernels.sites import (
     LeafSpec,
     SubsamplePlate,
     check_discrete_sites,
+    coordinate_substitutions,
     count_domain,
     ordinal_from_bounds,
     single_site_substitutions,
@@ -161,6 +162,20 @@ def leaf_specs_for_potential(
         mode = ONE_HOT_GRADIENT if isinstance(d, Categorical) else GRADIENT
         specs.append(LeafSpec(index if names is None else names[index], d, mode))
     return tuple(specs)
+
+
+def coordinate_row_fn(
+    log_density: Callable[[tuple], jax.Array], specs: Sequence[LeafSpec]
+) -> Callable[[tuple, int, jax.Array], jax.Array]:
+    """``(leaves, j, i) -> (S,)``: the log density with flat coordinate ``i`` of leaf ``j``
+    set to each of its values, ``S`` evaluations vmapped (a row of the leaf's exact table:
+    :class:`discrete_kernels.LocalFnWithRows`)."""
+
+    def row(leaves: tuple, j: int, i: jax.Array) -> jax.Array:
+        batch = coordinate_substitutions(specs[j].domain, leaves[j], i)
+        return jax.vmap(lambda v: log_density(leaves[:j] + (v,) + leaves[j + 1 :]))(batch)
+
+    return row
 
 
 def make_local_fn(

@@ -32,7 +32,7 @@ from numpyro.util import identity, is_prng_key
 from discrete_kernels import ChainState, ControlFlow, NoiseShapes, Sampler, StepNoise
 from discrete_kernels import gradient_check as gc
 from discrete_kernels import validation as checks
-from discrete_kernels.kernel import bind_sampler
+from discrete_kernels.kernel import bind_sampler, take_step
 from discrete_kernels.sites import kernel_options
 from discrete_kernels.warmup import Feedback, run_phases, start_phases
 
@@ -571,7 +571,9 @@ class DiscreteKernel(MCMCKernel):
         # a new minibatch at every step (drawn from the chain's key before it advances); the
         # proposal's value and gradient share it, and the next step reads that gradient
         local_fn = self._local_fn(model_args, model_kwargs, exact, minibatch_key(state.rng_key))
-        chain, info = spec.step(chain, noise, params, state.adapt_state, setup.sites, local_fn)
+        chain, info = take_step(
+            spec, chain, noise, params, state.adapt_state, setup.sites, local_fn, JAX_CONTROL
+        )
         stats = {
             name: jnp.asarray(getattr(info, name), dtype=jnp.result_type(getattr(state, name)))
             for name in spec.statistics

@@ -49,7 +49,7 @@ from discrete_kernels.ebm import (
     check_training_inputs,
     check_ucd_coupling,
 )
-from discrete_kernels.kernel import Sampler, Sites
+from discrete_kernels.kernel import Sampler, Sites, take_step
 from discrete_kernels.samplers.acs import ACSPCDState
 from discrete_kernels.samplers.esh_dynamics import log_mean_exp_with_error
 from discrete_kernels.validation import check_int
@@ -275,7 +275,9 @@ def _kernel_chain_fns(kernel: DiscreteKernel, dim: int, log_density: Callable):
         _, noise = draw_noise(key, shapes)
         fixed = params is not None
         params = params if fixed else spec.parameters(adapt_state)
-        chain, info = spec.step(chain, noise, params, adapt_state, sites, local_fn)
+        chain, info = take_step(
+            spec, chain, noise, params, adapt_state, sites, local_fn, JAX_CONTROL
+        )
         if not fixed:
             if num_warmup not in phases:
                 phases[num_warmup] = spec.phases(num_warmup, JAX_CONTROL)

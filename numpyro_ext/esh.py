@@ -13,7 +13,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import random
 from jax.flatten_util import ravel_pytree
-from numpyro.infer.gibbs import conditioned, prototype_trace
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import _transforms_from_trace, initialize_model, transform_fn
 from numpyro.util import identity, is_prng_key
@@ -28,6 +27,7 @@ from discrete_kernels.warmup import Feedback, run_phases
 
 from . import _sharding
 from ._noise import draw_noise
+from ._prior_trace import prior_trace
 from .driver import JAX_CONTROL, _fori, frozen_chain_check
 
 __all__ = ["ESH", "ESHState", "JarzynskiResult", "esh_jarzynski"]
@@ -177,9 +177,7 @@ class ESH(MCMCKernel):
             return init_params
         discrete = [
             name
-            for name, site in prototype_trace(
-                conditioned(self._model), rng_key, model_args, model_kwargs
-            ).items()
+            for name, site in prior_trace(self._model, rng_key, model_args, model_kwargs).items()
             if site["type"] == "sample"
             and not site["is_observed"]
             and site["fn"].support.is_discrete

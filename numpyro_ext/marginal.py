@@ -34,7 +34,7 @@ import numpy as np
 import numpyro
 from numpyro import handlers
 from numpyro.infer import NUTS
-from numpyro.infer.gibbs import conditioned, discrete_latent_sites, prototype_trace
+from numpyro.infer.gibbs import conditioned, discrete_latent_sites
 from numpyro.infer.hmc import HMCState, hmc
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import constrain_fn, initialize_model, log_density, potential_energy
@@ -56,6 +56,7 @@ from discrete_kernels.sites import (
 from discrete_kernels.validation import check_int
 
 from ._plates import element_terms_fn, plate_dims, plate_groups
+from ._prior_trace import prior_trace
 from ._target import domain_of_site
 
 __all__ = ["MarginalNUTS", "MarginalNUTSState"]
@@ -296,7 +297,7 @@ class MarginalNUTS(MCMCKernel):
         check that the model splits in it; returns the model with the site summed out (the
         model NUTS samples). :meth:`init` calls it."""
         kwargs = {} if model_kwargs is None else model_kwargs
-        trace = prototype_trace(self._model, rng_key, model_args, kwargs)
+        trace = prior_trace(self._model, rng_key, model_args, kwargs)
         plan = self._plan_for(trace)
         if plan != self._plan:  # a new model or new data shapes (not every chain of a run)
             self._plan, self._groups = plan, None

@@ -375,12 +375,12 @@ def test_plate_gibbs_colours_a_site_coupled_through_one_summed_factor_from_its_t
 
 
 def test_plate_gibbs_refuses_a_dense_summed_factor_with_the_reason():
-    """A factor that couples every pair of coordinates (a quadratic form with a full matrix)
-    is still refused, with the reason."""
-    weights = jnp.asarray(np.random.default_rng(1).normal(size=(6, 6)))
+    """A factor that couples every pair of more than 16 coordinates (a quadratic form with a
+    full matrix) is still refused, with the reason (fewer are swept one at a time)."""
+    weights = jnp.asarray(np.random.default_rng(1).normal(size=(20, 20)))
 
     def model() -> None:
-        with numpyro.plate("items", 6):
+        with numpyro.plate("items", 20):
             z = numpyro.sample("z", dist.Bernoulli(0.5))
         numpyro.factor("quadratic", z @ (weights + weights.T) @ z)
 

@@ -16,8 +16,9 @@ systematic scan), each from the table at the current values of the others.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 from array_api_compat import device as _device
@@ -26,9 +27,11 @@ from .._xp import Array, array_namespace, categorical_from_uniform, log_softmax
 from ..chains import chain_draw, chain_log_prob
 from ..domains import Domain
 from ..kernel import (
+    PYTHON_CONTROL,
     ChainState,
     ControlFlow,
     LocalFn,
+    LocalFnWithRows,
     NoiseShapes,
     Sampler,
     Sites,
@@ -39,7 +42,12 @@ from ..kernel import (
 )
 from ..validation import check_step_arguments
 
-__all__ = ["MAX_COLOURS", "PlateGibbs", "plate_gibbs_step"]
+__all__ = ["MAX_COLOURS", "UNROLLED_COLOURS", "PlateGibbs", "plate_gibbs_step"]
+
+#: a leaf of at most this many colours is swept by an unrolled loop (one program per colour
+#: is fastest to run); more (one coordinate at a time: 20 colours of a 20-weight network took
+#: 11 s to compile unrolled) go through the adapter's loop
+UNROLLED_COLOURS = 4
 
 
 def plate_gibbs_step(
@@ -50,6 +58,7 @@ def plate_gibbs_step(
     domains: Sequence[Domain],
     colourings: Sequence[Any] | None = None,
     chains: Sequence[bool] | None = None,
+    control: ControlFlow = PYTHON_CONTROL,
 ) -> tuple[ChainState, StepInfo]:
     """One systematic scan: each leaf in turn, colour by colour (or, a chain, whole), drawn
     from its exact conditional.
@@ -70,6 +79,8 @@ def plate_gibbs_step(
     chains : per leaf, whether its local is its pair table (shape (N - 1, S, S)); such a leaf
         is drawn whole, by forward filtering and backward sampling
         (:func:`discrete_kernels.chains.chain_draw`), its colouring unused
+    control : the adapter's loop: a leaf of more than :data:`UNROLLED_COLOURS` colours (one
+        coordinate per colour where every coordinate interacts) is swept by ``control.loop``
 
     Returns
     -------
@@ -97,20 +108,87 @@ def plate_gibbs_step(
             accept_prob = prob if accept_prob is None else accept_prob * prob
             continue
         num_colours = 1 if colours is None else int(colours.max()) + 1
-        for colour in range(num_colours):
-            value = xp.astype(categorical_from_uniform(chain.local[j], u) + domain.low, x.dtype)
-            if colours is not None:  # only this colour's rows are conditionals now
-                value = xp.where(
-                    xp.asarray(colours, device=_device(x)) == colour, value, chain.x[j]
-                )
-            leaves = chain.x[:j] + (value,) + chain.x[j + 1 :]
-            f, local = local_fn(leaves)
-            chain = ChainState(leaves, f, tuple(local))
+        if num_colours > UNROLLED_COLOURS and isinstance(local_fn, LocalFnWithRows):
+            flat_colours = [int(c) for c in colours.reshape(-1)]
+            if num_colours == len(flat_colours):  # one coordinate per colour: its row only
+                order = sorted(range(num_colours), key=flat_colours.__getitem__)
+                chain = _sweep_by_rows(chain, j, domain, u, order, local_fn, control)
+                continue
+        colour_of = None if colours is None else xp.asarray(colours, device=_device(x))
+        draw = partial(_draw_colour, j=j, domain=domain, uniforms=u, colour_of=colour_of)
+        draw = partial(draw, local_fn=local_fn)
+        if num_colours <= UNROLLED_COLOURS:
+            for colour in range(num_colours):
+                chain = draw(chain, colour)
+        else:  # one coordinate at a time, say: a loop, not a program per colour
+            first = xp.asarray(0, device=_device(x))
+            chain = control.loop(num_colours, partial(_next_colour, draw=draw), (first, chain))[1]
     distance = hamming_distance(state.x, chain.x, chain.log_density)
     xp = array_namespace(distance)
     if accept_prob is None:  # no chain leaf: Gibbs updates only
         accept_prob = xp.ones_like(distance)
     return chain, StepInfo(xp.astype(accept_prob, distance.dtype), distance > 0, distance)
+
+
+def _draw_colour(
+    chain: ChainState,
+    colour: Any,
+    *,
+    j: int,
+    domain: Domain,
+    uniforms: Array,
+    colour_of: Array | None,
+    local_fn: LocalFn,
+) -> ChainState:
+    """Leaf ``j``'s coordinates of ``colour`` drawn from their rows of its table (all of them
+    where ``colour_of`` is None: a plate), and the tables recomputed."""
+    x = chain.x[j]
+    xp = array_namespace(x)
+    value = xp.astype(categorical_from_uniform(chain.local[j], uniforms) + domain.low, x.dtype)
+    if colour_of is not None:  # only this colour's rows are conditionals now
+        value = xp.where(colour_of == colour, value, x)
+    leaves = chain.x[:j] + (value,) + chain.x[j + 1 :]
+    f, local = local_fn(leaves)
+    return ChainState(leaves, f, tuple(local))
+
+
+def _sweep_by_rows(
+    chain: ChainState,
+    j: int,
+    domain: Domain,
+    uniforms: Array,
+    order: list[int],
+    local_fn: LocalFnWithRows,
+    control: ControlFlow,
+) -> ChainState:
+    """Leaf ``j`` swept one coordinate at a time in ``order``, each drawn from its row of the
+    exact table at the current state (``S`` evaluations, :attr:`LocalFnWithRows.row`, not the
+    whole table's ``N x S``); the tables recomputed once at the end."""
+    x = chain.x[j]
+    xp = array_namespace(x)
+    device = _device(x)
+    flat_uniforms = xp.reshape(uniforms, (-1,))
+    positions = xp.arange(len(order), device=device)
+    coordinates = xp.asarray(order, device=device)
+
+    def body(carry: tuple) -> tuple:
+        step, flat = carry
+        i = coordinates[step]
+        leaves = chain.x[:j] + (xp.reshape(flat, x.shape),) + chain.x[j + 1 :]
+        row = local_fn.row(leaves, j, i)
+        value = categorical_from_uniform(row, flat_uniforms[i]) + domain.low
+        return step + 1, xp.where(positions == i, xp.astype(value, flat.dtype), flat)
+
+    start = (xp.asarray(0, device=device), xp.reshape(x, (-1,)))
+    flat = control.loop(len(order), body, start)[1]
+    leaves = chain.x[:j] + (xp.reshape(flat, x.shape),) + chain.x[j + 1 :]
+    f, local = local_fn(leaves)
+    return ChainState(leaves, f, tuple(local))
+
+
+def _next_colour(carry: tuple, draw: Callable) -> tuple:
+    colour, chain = carry
+    return colour + 1, draw(chain, colour)
 
 
 def _chain_move(
@@ -175,8 +253,11 @@ class PlateGibbs(Sampler):
     ``scan``) is drawn whole the same way, its pair table built from its terms at ``3 S^2``
     states (:func:`~discrete_kernels.chains.pair_table_from_terms`; used for up to ``S = 5``
     values, where that costs at most four colour sweeps). ``blocks=`` keeps the colour sweep.
-    A site whose every coordinate interacts with every other (a dense quadratic form) is
-    refused with the reason.
+    A site whose every coordinate interacts with every other (a dense quadratic form, a small
+    network's weights) is swept one coordinate at a time, the last resort, up to
+    :data:`MAX_COLOURS` coordinates (``N x S`` evaluations per sweep where the adapter gives
+    each coordinate's row, :class:`~discrete_kernels.LocalFnWithRows`; ``N^2 x S`` from the
+    tables otherwise), and refused with the reason past that.
     Use it alone or as a block of ``Gibbs`` next to NUTS for the continuous sites. Nothing is
     adapted.
 
@@ -195,6 +276,7 @@ class PlateGibbs(Sampler):
     progress: ClassVar[tuple[tuple[str, str, str], ...]] = (("changed", "hamming_distance", ".3g"),)
     site_options: ClassVar[tuple[str, ...]] = ()
     needs_plate_tables: ClassVar[bool] = True
+    steps_with_control: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         if self.blocks is not None and not isinstance(self.blocks, Mapping):
@@ -257,7 +339,7 @@ class PlateGibbs(Sampler):
     def adapt_final(self, adapt_state: Any) -> dict:
         return {}
 
-    def step(self, chain, noise, params, adapt_state, sites, local_fn):
+    def step(self, chain, noise, params, adapt_state, sites, local_fn, control=PYTHON_CONTROL):
         return plate_gibbs_step(
             chain,
             noise.uniforms,
@@ -265,6 +347,7 @@ class PlateGibbs(Sampler):
             domains=sites.domains,
             colourings=sites.colourings,
             chains=sites.chain_tables,
+            control=control,
         )
 
     def log_proposal(self, chain: ChainState, ys: tuple, params: StepParameters, sites: Sites):

@@ -23,3 +23,28 @@ def test_run_once_gives_jit_s_values_bit_for_bit_and_runs_under_a_trace():
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     traced = jax.jit(lambda x: run_once(_work, x, w))(x)  # tracers: a plain nested jit
     np.testing.assert_allclose(np.asarray(traced[0]), np.asarray(expected[0]), rtol=1e-6)
+
+
+def test_jit_once_keeps_its_program_per_shape_and_leaves_large_probes_to_jit(monkeypatch):
+    from numpyro_ext import _once
+
+    compiles = []
+    original = jax.stages.Lowered.compile
+
+    def counting(self, *args, **kwargs):
+        compiles.append(kwargs.get("compiler_options"))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", counting)
+    rng = np.random.default_rng(1)
+    w = jnp.asarray(rng.standard_normal((30, 30)) / 10, jnp.float32)
+    probe = _once.jit_once(lambda x: _work(x, w), 10)
+    for rows in (4, 4, 5):
+        x = jnp.asarray(rng.standard_normal((rows, 30)), jnp.float32)
+        expected = jax.jit(_work)(x, w)
+        for a, b in zip(jax.tree.leaves(probe(x)), jax.tree.leaves(expected)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert compiles == [_once.ONCE_OPTIONS] * 2  # (4, 30) once, (5, 30) once
+    large = _once.jit_once(lambda x: _work(x, w), _once.SMALL_PROBE_EVALUATIONS + 1)
+    large(x)
+    assert len(compiles) == 2  # a plain jax.jit: optimised, not through Lowered.compile

@@ -124,13 +124,10 @@ def fully_coupled_model():
     numpyro.factor("triple", 0.8 * z[0] * z[1] * z[2])
 
 
-def test_a_fully_coupled_site_is_refused_with_the_reason():
-    with pytest.raises(
-        ValueError,
-        match="'z' is not conditionally independent.*the term of 'triple' is not indexed by the "
-        "plates of 'z'.*every coordinate",
-    ):
-        driver_setup(nx.PlateGibbs(fully_coupled_model))
+def test_a_fully_coupled_site_is_swept_one_coordinate_at_a_time():
+    """The last resort (a large one is refused: test_summed_factor_gibbs)."""
+    setup, _ = driver_setup(nx.PlateGibbs(fully_coupled_model))
+    np.testing.assert_array_equal(setup.leaves[0].colours, [0, 1, 2])
 
 
 def test_a_coupled_plate_site_is_coloured_and_a_site_outside_plates_is_one_block():
@@ -198,18 +195,19 @@ def test_plate_dims_reads_the_plates():
     assert "event" in _plates.plate_dims(tr["e"])[1]
 
 
-def test_a_coupled_categorical_site_is_refused_not_drawn_from_its_single_site_table():
+def test_a_coupled_categorical_site_is_swept_not_drawn_whole_from_its_single_site_table():
     """A categorical site always has a single-site table; one that is neither a plate nor
-    colourable must be refused, not drawn whole from that table (rows that are not a joint
-    conditional)."""
+    colourable into fewer colours than coordinates must be swept one coordinate at a time,
+    not drawn whole from that table (rows that are not a joint conditional)."""
 
     def model():
         with numpyro.plate("items", 3):
             c = numpyro.sample("c", dist.Categorical(jnp.array([0.2, 0.3, 0.5])))
         numpyro.factor("all", 0.7 * (c[0] == c[1]) * (c[1] == c[2]))
 
-    with pytest.raises(ValueError, match="'c' is not conditionally independent"):
-        driver_setup(nx.PlateGibbs(model))
+    setup, _ = driver_setup(nx.PlateGibbs(model))
+    assert setup.leaves[0].mode == dk.sites.EXACT
+    np.testing.assert_array_equal(setup.leaves[0].colours, [0, 1, 2])
 
 
 def test_term_dependence_moves_each_coordinate_to_every_other_value():

@@ -22,6 +22,8 @@ import pytest
 
 import discrete_kernels as dk
 import numpyro_ext as nx
+from discrete_kernels.samplers import plate_gibbs
+from numpyro_ext.driver import JAX_CONTROL
 
 from ..core.transition import colour_sweep_matrix
 from .test_block_gibbs import (
@@ -258,21 +260,106 @@ def test_blocks_on_a_summed_lattice_are_checked_against_its_tables():
         driver_setup(nx.PlateGibbs(summed_lattice_model, blocks={"z": rows}))
 
 
-def dense_model():
+DENSE_N = 6  # more than UNROLLED_COLOURS: the sweep goes through the adapter's loop
+DENSE_W = np.random.default_rng(0).normal(size=(DENSE_N, DENSE_N))
+DENSE_STATES = np.array(list(itertools.product((0, 1), repeat=DENSE_N)))
+
+
+def dense_model(n: int = DENSE_N):
     """A quadratic form with a full matrix: every pair of coordinates interacts."""
-    w = jnp.asarray(np.random.default_rng(0).normal(size=(4, 4)))
-    with numpyro.plate("items", 4):
+    w = jnp.asarray(DENSE_W if n == DENSE_N else np.random.default_rng(0).normal(size=(n, n)))
+    with numpyro.plate("items", n):
         z = numpyro.sample("z", dist.Bernoulli(0.5))
-    numpyro.factor("quadratic", z @ (w + w.T) @ z)
+    numpyro.factor("quadratic", z @ (w + w.T) @ z / n)
 
 
-def test_a_dense_summed_factor_is_refused_with_the_reason():
+def dense_posterior() -> np.ndarray:
+    logp = np.einsum("si,ij,sj->s", DENSE_STATES, DENSE_W + DENSE_W.T, DENSE_STATES) / DENSE_N
+    pi = np.exp(logp - logp.max())
+    return pi / pi.sum()
+
+
+def test_a_dense_summed_factor_is_swept_one_coordinate_at_a_time_and_is_stationary():
+    """The last resort: every coordinate interacts with every other, so each is its own
+    colour; the sweep's exact matrix keeps the posterior, and the compiled step (the colours
+    through ``lax.fori_loop``, as in ``MCMC``) draws from its rows."""
+    assert DENSE_N > plate_gibbs.UNROLLED_COLOURS
+    kernel = nx.PlateGibbs(dense_model)
+    setup, local_fn = driver_setup(kernel)
+    leaf = setup.leaves[0]
+    assert leaf.mode == dk.sites.EXACT
+    assert sorted(np.asarray(leaf.colours).tolist()) == list(range(DENSE_N))
+    colours = np.asarray(leaf.colours).reshape(-1)
+    tables = tables_at(local_fn, DENSE_STATES, (DENSE_N,))
+    # the step reads one coordinate's row at a time (S evaluations): the table's row
+    assert isinstance(local_fn, dk.LocalFnWithRows)
+    state = (jnp.asarray(DENSE_STATES[37], jnp.int32),)
+    rows = [np.asarray(local_fn.row(state, 0, jnp.asarray(i))) for i in range(DENSE_N)]
+    np.testing.assert_allclose(np.array(rows), tables[37], rtol=1e-6, atol=1e-6)
+    p = colour_sweep_matrix(DENSE_STATES, tables, colours)
+    pi = dense_posterior()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-9)
+    assert np.max(np.abs(pi @ p - pi)) < 1e-6
+    start = 21
+    chain = kernel.spec.init((jnp.asarray(DENSE_STATES[start], jnp.int32),), local_fn)
+    params = kernel.spec.parameters(())
+
+    def step(u):
+        noise = dk.StepNoise((u,), jnp.float32(0.5))
+        new, _ = dk.kernel.take_step(
+            kernel.spec, chain, noise, params, (), setup.sites, local_fn, JAX_CONTROL
+        )
+        return new.x[0]
+
+    num = 20000
+    uniforms = jax.random.uniform(jax.random.key(5), (num, DENSE_N))
+    ends = np.asarray(jax.jit(jax.vmap(step))(uniforms))
+    index = ends @ (2 ** np.arange(DENSE_N - 1, -1, -1))
+    counts = np.bincount(index, minlength=len(DENSE_STATES))
+    expected = p[start] * num
+    seen = expected > 5
+    chi2 = np.sum((counts[seen] - expected[seen]) ** 2 / expected[seen])
+    assert chi2 < seen.sum() + 6 * np.sqrt(2 * seen.sum()), chi2
+    assert counts[~seen].sum() < 5 * max(1.0, expected[~seen].sum()) + 10
+
+
+def test_the_loop_of_colours_draws_what_the_unrolled_sweep_draws(monkeypatch):
+    """The power of the chi-square above: the looped sweep by rows against the unrolled one
+    by tables on the same uniforms (equal), and a loop that skips its last colour (not
+    equal)."""
+    kernel = nx.PlateGibbs(dense_model)
+    setup, local_fn = driver_setup(kernel)
+    chain = kernel.spec.init((jnp.zeros(DENSE_N, jnp.int32),), local_fn)
+    params = kernel.spec.parameters(())
+    uniforms = jax.random.uniform(jax.random.key(6), (200, DENSE_N))
+
+    def ends(control):
+        def step(u):
+            noise = dk.StepNoise((u,), jnp.float32(0.5))
+            new, _ = dk.kernel.take_step(
+                kernel.spec, chain, noise, params, (), setup.sites, local_fn, control
+            )
+            return new.x[0]
+
+        return np.asarray(jax.jit(jax.vmap(step))(uniforms))
+
+    looped = ends(JAX_CONTROL)
+    monkeypatch.setattr(plate_gibbs, "UNROLLED_COLOURS", DENSE_N)
+    np.testing.assert_array_equal(looped, ends(JAX_CONTROL))
+    short = JAX_CONTROL._replace(
+        loop=lambda num, body, carry: JAX_CONTROL.loop(num - 1, body, carry)
+    )
+    monkeypatch.setattr(plate_gibbs, "UNROLLED_COLOURS", 1)
+    assert np.any(ends(short) != looped)
+
+
+def test_a_dense_summed_factor_of_many_coordinates_is_refused_with_the_reason():
     with pytest.raises(
         ValueError,
         match="'z' is not conditionally independent.*every coordinate interacts with every other"
-        r" \(moving any one changes the exact conditional",
+        r" \(moving any one changes the exact conditional.*at most 16 coordinates",
     ):
-        driver_setup(nx.PlateGibbs(dense_model))
+        driver_setup(nx.PlateGibbs(lambda: dense_model(20)))
 
 
 def test_a_summed_chain_too_large_to_probe_is_refused_with_the_rewrite():
