@@ -1726,7 +1726,7 @@ MODELS: dict[str, UserModel] = {
             bnn_statistics,
             sizes=(2, 5),
             kernels=PLATE_DISCRETE,
-            recommended="DMALA",
+            recommended="PlateGibbs",
             builtins=DISCRETE_BUILTINS,
         ),
     ]
