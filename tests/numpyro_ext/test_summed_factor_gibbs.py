@@ -74,6 +74,22 @@ def tables_at(local_fn, states: np.ndarray, shape: tuple) -> np.ndarray:
     return np.asarray(tables, np.float64).reshape(len(states), states.shape[1], -1)
 
 
+def assert_step_draws_from_row(step, row, n: int, s: int, key, num: int = 20000) -> None:
+    """``step(uniforms) -> end state`` (n coordinates of s values), run ``num`` times from one
+    state, lands on each state as often as ``row`` (that state's row of the exact transition
+    matrix) says: a chi-square over the states expected more than 5 times, and few draws
+    where fewer are expected."""
+    uniforms = jax.random.uniform(key, (num, n))
+    ends = np.asarray(jax.jit(jax.vmap(step))(uniforms))
+    index = ends @ (s ** np.arange(n - 1, -1, -1))
+    counts = np.bincount(index, minlength=len(row))
+    expected = row * num
+    seen = expected > 5
+    chi2 = np.sum((counts[seen] - expected[seen]) ** 2 / expected[seen])
+    assert chi2 < seen.sum() + 6 * np.sqrt(2 * seen.sum()), chi2
+    assert counts[~seen].sum() < 5 * max(1.0, expected[~seen].sum()) + 10
+
+
 def test_a_summed_chain_coloured_by_blocks_is_swept_and_its_sweep_is_stationary():
     kernel = nx.PlateGibbs(summed_chain_model, blocks={"c": np.array([0, 1, 0, 1])})
     setup, local_fn = driver_setup(kernel)
@@ -95,16 +111,7 @@ def test_a_summed_chain_coloured_by_blocks_is_swept_and_its_sweep_is_stationary(
         new, _ = kernel.spec.step(chain, noise, params, (), setup.sites, local_fn)
         return new.x[0]
 
-    num = 20000
-    uniforms = jax.random.uniform(jax.random.key(4), (num, CHAIN_N))
-    ends = np.asarray(jax.jit(jax.vmap(step))(uniforms))
-    index = ends @ (CHAIN_S ** np.arange(CHAIN_N - 1, -1, -1))
-    counts = np.bincount(index, minlength=len(CHAIN_STATES))
-    expected = p[start] * num
-    seen = expected > 5
-    chi2 = np.sum((counts[seen] - expected[seen]) ** 2 / expected[seen])
-    assert chi2 < seen.sum() + 6 * np.sqrt(2 * seen.sum()), chi2
-    assert counts[~seen].sum() < 5 * max(1.0, expected[~seen].sum()) + 10
+    assert_step_draws_from_row(step, p[start], CHAIN_N, CHAIN_S, jax.random.key(4))
 
 
 def chain_transition_matrix(kernel, setup, local_fn, metropolis=True) -> np.ndarray:
@@ -311,16 +318,7 @@ def test_a_dense_summed_factor_is_swept_one_coordinate_at_a_time_and_is_stationa
         )
         return new.x[0]
 
-    num = 20000
-    uniforms = jax.random.uniform(jax.random.key(5), (num, DENSE_N))
-    ends = np.asarray(jax.jit(jax.vmap(step))(uniforms))
-    index = ends @ (2 ** np.arange(DENSE_N - 1, -1, -1))
-    counts = np.bincount(index, minlength=len(DENSE_STATES))
-    expected = p[start] * num
-    seen = expected > 5
-    chi2 = np.sum((counts[seen] - expected[seen]) ** 2 / expected[seen])
-    assert chi2 < seen.sum() + 6 * np.sqrt(2 * seen.sum()), chi2
-    assert counts[~seen].sum() < 5 * max(1.0, expected[~seen].sum()) + 10
+    assert_step_draws_from_row(step, p[start], DENSE_N, 2, jax.random.key(5))
 
 
 def test_the_loop_of_colours_draws_what_the_unrolled_sweep_draws(monkeypatch):
