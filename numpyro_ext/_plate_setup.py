@@ -45,6 +45,7 @@ from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
 
 from ._plates import (
     all_terms_fn,
+    element_terms_interactions,
     outside_plate_dependents,
     probe_tables,
     term_dependence,
@@ -123,6 +124,14 @@ def plate_leaves(
             )
         plate_reason = reason
         chain_terms = None
+        if reason is not None and needs_tables and spec.name not in blocks:
+            if _every_pair_shares_a_term(setup, j, points, model_args, model_kwargs):
+                # one coordinate at a time, the last resort, without the probes that would
+                # find each coordinate interacting with every other (a network's weights)
+                shape = setup.leaf_shapes[j]
+                colours = np.arange(math.prod(shape)).reshape(shape)
+                out[j] = LeafSpec(spec.name, spec.domain, EXACT, colours)
+                continue
         if reason is not None or spec.name in blocks:
             summed = _summed_term(setup, j, spec, read) if needs_tables else None
             if setup.enum:
@@ -239,6 +248,27 @@ def _terms_read(
         )
     except (TypeError, ValueError, IndexError):  # not traceable so: the numerical checks decide
         return None
+
+
+def _every_pair_shares_a_term(
+    setup: SiteSetup, j: int, points: Sequence[tuple], model_args: tuple, model_kwargs: dict
+) -> bool:
+    """Whether every two coordinates of leaf ``j`` are computed into one element of a term of
+    several elements (:func:`~numpyro_ext._plates.element_terms_interactions`: each row's
+    likelihood of a regression or a network on the whole site), for a leaf of 3 to
+    :data:`MAX_COLOURS` coordinates: then no colouring has fewer colours than coordinates,
+    and one coordinate at a time needs neither the terms' probe nor the tables' (a pair of
+    coordinates, or a leaf that only a summed term couples, may be a chain: the tables tell)."""
+    size = math.prod(setup.leaf_shapes[j])
+    if setup.enum or setup.prepared_model is None or not 3 <= size <= MAX_COLOURS:
+        return False
+    try:
+        graph = element_terms_interactions(
+            setup.prepared_model, setup.names, j, points[0], model_args, model_kwargs
+        )
+    except (TypeError, ValueError, IndexError):  # not traceable so: the probes decide
+        return False
+    return graph is not None and bool(np.all(graph | np.eye(size, dtype=bool)))
 
 
 def _outside_plate_reason(

@@ -39,6 +39,7 @@ from discrete_kernels.sites import (
     substitutions_at,
 )
 
+from ._dependence import output_dependence
 from ._once import jit_once
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "chain_terms_fn",
     "coloured_terms_fn",
     "element_terms_fn",
+    "element_terms_interactions",
     "outside_plate_dependents",
     "own_terms_fn",
     "plate_dims",
@@ -133,6 +135,38 @@ def all_terms_fn(
     return terms
 
 
+def _site_terms_fn(
+    prepared_model: Callable,
+    names: Sequence[str],
+    j: int,
+    leaves: tuple,
+    model_args: tuple,
+    model_kwargs: dict | None,
+    found: list[tuple[str, int, dict]],
+) -> Callable[[jax.Array], list]:
+    """``x -> [term of each site]`` with leaf ``j`` set to ``x`` (the other leaves at
+    ``leaves``), element by element as :func:`all_terms_fn`; ``(site, elements, {plate name:
+    dim})`` of each term appended to ``found`` while it is traced."""
+    kwargs = {} if model_kwargs is None else model_kwargs
+
+    def all_terms(x: jax.Array) -> list:
+        z = dict(zip(names, leaves[:j] + (x,) + leaves[j + 1 :]))
+        log_probs, model_trace = compute_log_probs(
+            prepared_model, model_args, with_conditioning(kwargs, z), {}, sum_log_prob=False
+        )
+        terms = []
+        for name, log_prob in log_probs.items():
+            site = model_trace[name]
+            if isinstance(site["fn"], dist.Independent):  # element by element, as all_terms_fn
+                log_prob = _unwrapped(site["fn"]).log_prob(site["value"])
+            frames = {f.name: f.dim for f in site["cond_indep_stack"]}
+            found.append((name, int(np.prod(jnp.shape(log_prob))), frames))
+            terms.append(jnp.asarray(log_prob))
+        return terms
+
+    return all_terms
+
+
 def terms_computed_from(
     prepared_model: Callable,
     names: Sequence[str],
@@ -150,24 +184,8 @@ def terms_computed_from(
     listed here may depend on the leaf only formally (``0 * x``); one not listed cannot
     depend on it.
     """
-    kwargs = {} if model_kwargs is None else model_kwargs
     found: list[tuple[str, int, dict]] = []  # filled while tracing, in trace order
-
-    def all_terms(x: jax.Array) -> list:
-        z = dict(zip(names, leaves[:j] + (x,) + leaves[j + 1 :]))
-        log_probs, model_trace = compute_log_probs(
-            prepared_model, model_args, with_conditioning(kwargs, z), {}, sum_log_prob=False
-        )
-        terms = []
-        for name, log_prob in log_probs.items():
-            site = model_trace[name]
-            if isinstance(site["fn"], dist.Independent):  # element by element, as all_terms_fn
-                log_prob = _unwrapped(site["fn"]).log_prob(site["value"])
-            frames = {f.name: f.dim for f in site["cond_indep_stack"]}
-            found.append((name, int(np.prod(jnp.shape(log_prob))), frames))
-            terms.append(jnp.asarray(log_prob))
-        return terms
-
+    all_terms = _site_terms_fn(prepared_model, names, j, leaves, model_args, model_kwargs, found)
     jaxpr = jax.make_jaxpr(all_terms)(leaves[j]).jaxpr
     reached = set(jaxpr.invars)
     for equation in jaxpr.eqns:
@@ -175,6 +193,35 @@ def terms_computed_from(
             reached.update(equation.outvars)
     # one output per site (a term of several elements is one array)
     return [entry for entry, v in zip(found, jaxpr.outvars) if isinstance(v, Var) and v in reached]
+
+
+def element_terms_interactions(
+    prepared_model: Callable,
+    names: Sequence[str],
+    j: int,
+    leaves: tuple,
+    model_args: tuple,
+    model_kwargs: dict | None,
+) -> np.ndarray | None:
+    """Which coordinates of leaf ``j`` share an element of a term of more than one element,
+    read from the program (:func:`~numpyro_ext._dependence.output_dependence`): shape (N, N),
+    ``[i, k]`` where some element of such a term is computed from both; None where the
+    reading is unknown. Formal, as the reading is: a pair listed may not interact in value.
+    Terms of one element (a summed ``factor``) are left out: they hide which coordinates
+    interact, which the single-site tables tell."""
+    found: list[tuple[str, int, dict]] = []
+    all_terms = _site_terms_fn(prepared_model, names, j, leaves, model_args, model_kwargs, found)
+    dependence = output_dependence(all_terms, leaves[j])
+    if dependence is None:
+        return None
+    size = int(np.prod(np.shape(leaves[j])))
+    graph = np.zeros((size, size), bool)
+    for d in dependence:
+        if d is None or d.size <= size:  # not computed from the leaf, or one element
+            continue
+        rows = d.reshape(-1, size).astype(np.int32)
+        graph |= (rows.T @ rows) > 0
+    return graph
 
 
 def outside_plate_dependents(terms: Sequence[tuple[str, int, dict]], leaf_dims: dict) -> list[str]:
