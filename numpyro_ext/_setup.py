@@ -299,6 +299,39 @@ def setup_potential(
     return SiteSetup(leaves, sites, shapes, treedef=treedef, potential_fn=potential_fn)
 
 
+def _traced(tree: Any) -> bool:
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
+
+
+def concrete_setup_inputs(
+    owner: str, model: Callable, rng_key: jax.Array, model_args: tuple, model_kwargs: dict
+) -> tuple[jax.Array, dict]:
+    """The key and keyword arguments the setup decides from: those given, or, where the
+    whole chain runs under a transform (``MCMC(..., chain_method=jax.vmap)``, which NumPyro's
+    ``Gibbs`` suggests for several chains), a fixed key and the values a ``Gibbs`` sweep
+    conditions on replaced by a prior draw of them. The setup's probes read which sites and
+    coordinates interact from concrete values; that structure does not depend on the
+    conditioned values, and the chain itself is run with the traced ones. A traced model
+    argument is refused: it may change the structure."""
+    if not _traced(rng_key) and not _traced(model_kwargs):
+        return rng_key, model_kwargs
+    conditioning = dict(model_kwargs.get(GIBBS_SITES_KWARG, {}))
+    others = {k: v for k, v in model_kwargs.items() if k != GIBBS_SITES_KWARG}
+    if _traced(model_args) or _traced(others):
+        raise ValueError(
+            f"{owner}: the model's arguments are traced at init (a transform of the whole "
+            "run over them); the setup reads the model's structure from concrete values. "
+            'Pass the arguments as arrays, or use chain_method="sequential", "parallel" or '
+            '"vectorized".'
+        )
+    typed = jax.dtypes.issubdtype(jnp.result_type(rng_key), jax.dtypes.prng_key)
+    key = random.key(0) if typed else random.PRNGKey(0)
+    kept = {k: v for k, v in conditioning.items() if not _traced(v)}
+    draw = prior_trace(model, key, model_args, with_conditioning(others, kept))
+    concrete = {k: v if k in kept else draw[k]["value"] for k, v in conditioning.items()}
+    return key, with_conditioning(others, concrete)
+
+
 def setup_model(
     sampler: Sampler,
     options: SiteOptions,

@@ -40,7 +40,14 @@ from . import _sharding
 from . import _warmup_check as wc
 from ._noise import draw_noise
 from ._once import run_once
-from ._setup import SiteSetup, check_init_params, initial_values, setup_model, setup_potential
+from ._setup import (
+    SiteSetup,
+    check_init_params,
+    concrete_setup_inputs,
+    initial_values,
+    setup_model,
+    setup_potential,
+)
 
 __all__ = ["DiscreteKernel", "DiscreteState", "JAX_CONTROL", "minibatch_key", "state_class"]
 
@@ -138,13 +145,26 @@ def frozen_chain_check(
     moves = new.num_moves - at_half  # moves in the second half of warmup
     if replicated is not None:  # the host callback reads it from one device
         moves = jax.lax.with_sharding_constraint(moves, replicated)
+    last = index + 1 == num_warmup
     jax.lax.cond(
-        index + 1 == num_warmup,
-        lambda moves: jax.debug.callback(warn, moves),
-        lambda moves: None,
-        moves,
+        last,
+        lambda args: callback_when(args[0], warn, args[1]),
+        lambda args: None,
+        (last, moves),
     )
     return new
+
+
+def callback_when(fire: Any, fn: Callable, *args: Any) -> None:
+    """``jax.debug.callback(fn, *args)``, ``fn`` called only where ``fire`` holds, checked
+    again on the host: under a transform of the whole run (``chain_method=jax.vmap``) a
+    ``cond`` with a batched predicate runs both branches, and their callbacks, at every draw."""
+
+    def host(fire: Any, *values: Any) -> None:
+        if np.all(np.asarray(fire)):
+            fn(*values)
+
+    jax.debug.callback(host, fire, *args)
 
 
 class DiscreteKernel(MCMCKernel):
@@ -287,9 +307,12 @@ class DiscreteKernel(MCMCKernel):
         )
         self._num_warmup = int(num_warmup)
         self._spec.check_warmup(self._num_warmup, "num_warmup")
-        setup = self._site_setup(
-            random.fold_in(setup_key, 1), setup_params, model_args, model_kwargs
-        )
+        setup_key, setup_kwargs = random.fold_in(setup_key, 1), model_kwargs
+        if self._model is not None:
+            setup_key, setup_kwargs = concrete_setup_inputs(
+                self._name, self._model, setup_key, model_args, model_kwargs
+            )
+        setup = self._site_setup(setup_key, setup_params, model_args, setup_kwargs)
         self._setup = setup
         enough = self._num_warmup >= checks.MIN_WARMUP_FOR_FROZEN_CHECK
         self._check = setup.warmup_check if enough else None
@@ -452,9 +475,10 @@ class DiscreteKernel(MCMCKernel):
             def warn(was, now):
                 wc.warn_switched(owner, plan, schedule.window, was, now)
 
+            fire = gc.is_check_draw(schedule, index) & jnp.any(newly)
             jax.lax.cond(
                 jnp.any(newly),
-                lambda args: jax.debug.callback(warn, *args),
+                lambda args: callback_when(fire, warn, *args),
                 lambda args: None,
                 self._replicate((before.exact, after), vectorized),
             )
@@ -468,7 +492,7 @@ class DiscreteKernel(MCMCKernel):
                 quiet = num_warmup - 1 - last_check
                 wc.warn_unswitched(owner, plan, num_warmup, quiet, c, moved, num_leaves)
 
-            jax.debug.callback(warn, *self._replicate((c, moved), vectorized))
+            callback_when(index + 1 == num_warmup, warn, *self._replicate((c, moved), vectorized))
 
         def bookkeeping(state):
             state = jax.lax.cond(gc.is_check_draw(schedule, index), check, lambda s: s, state)
