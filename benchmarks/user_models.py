@@ -153,6 +153,18 @@ def beside_nuts(cls: type, **options: Any) -> KernelFactory:
     return factory
 
 
+def paired_beside_nuts(indicator: str, coefficient: str) -> KernelFactory:
+    """``Gibbs([(PairedGibbs(model, pairs={indicator: coefficient}), [indicator, coefficient]),
+    (NUTS(model), None)])``: each indicator drawn together with its coefficient, NUTS on the
+    other continuous sites."""
+
+    def factory(model: ModelFn) -> MCMCKernel:
+        paired = nx.PairedGibbs(model, pairs={indicator: coefficient})
+        return Gibbs([(paired, [indicator, coefficient]), (NUTS(model), None)])
+
+    return factory
+
+
 def discrete_hmc_gibbs(model: ModelFn) -> MCMCKernel:
     """NumPyro's ``DiscreteHMCGibbs(NUTS(model))``: a sweep of one-site Gibbs updates over
     every discrete coordinate, then NUTS."""
@@ -200,7 +212,7 @@ def make_kernel(entry: UserModel, name: str) -> MCMCKernel:
 
 
 #: the library's kernels that sample every site themselves (not a block next to NUTS)
-WHOLE_MODEL_KERNELS = {"MarginalNUTS"}
+WHOLE_MODEL_KERNELS = {"MarginalNUTS", "PairedNUTS"}
 
 
 def label(entry: UserModel, name: str) -> str:
@@ -1509,6 +1521,11 @@ PLATE_DISCRETE = library_kernels(mixed=False, plate=True)
 COUPLED_MIXED = library_kernels(mixed=True, plate=False)
 #: a coupled site with few joint values (2^8 inclusions): NUTS with it summed over them
 JOINT_MIXED = {"MarginalNUTS": alone(nx.MarginalNUTS), **COUPLED_MIXED}
+#: inclusions and the coefficients they gate, drawn together (the spike-and-slab models)
+PAIRED = {
+    "PairedNUTS": alone(nx.PairedNUTS, pairs={"gamma": "beta"}),
+    "PairedGibbs": paired_beside_nuts("gamma", "beta"),
+}
 COUPLED_DISCRETE = library_kernels(mixed=False, plate=False)
 
 MODELS: dict[str, UserModel] = {
@@ -1612,8 +1629,8 @@ MODELS: dict[str, UserModel] = {
             spike_slab_exact,
             spike_slab_statistics,
             sizes=(8, 500),
-            kernels=COUPLED_MIXED,
-            recommended="DMALA",
+            kernels={**COUPLED_MIXED, **PAIRED},
+            recommended="PairedNUTS",
             builtins=MIXED_BUILTINS,
         ),
         UserModel(
@@ -1624,7 +1641,7 @@ MODELS: dict[str, UserModel] = {
             ssvs_exact,
             ssvs_statistics,
             sizes=(8, 500),
-            kernels=SUMMED_MIXED,
+            kernels={**SUMMED_MIXED, **PAIRED},
             recommended="MarginalNUTS",
             builtins=MIXED_BUILTINS,
         ),
@@ -1636,8 +1653,8 @@ MODELS: dict[str, UserModel] = {
             variable_selection_exact,
             variable_selection_statistics,
             sizes=(5, 8),
-            kernels=JOINT_MIXED,
-            recommended="GWG",
+            kernels={**JOINT_MIXED, **PAIRED},
+            recommended="PairedNUTS",
             builtins=MIXED_BUILTINS,
         ),
         UserModel(

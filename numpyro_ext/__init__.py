@@ -11,6 +11,7 @@ from .driver import DiscreteKernel, DiscreteState
 from .esh import ESH, ESHState, JarzynskiResult, esh_jarzynski
 from .kernels import AB, ACS, DMALA, DULA, GWG, PlateGibbs
 from .marginal import MarginalNUTS, MarginalNUTSState
+from .paired import PairedGibbs, PairedGibbsState, PairedNUTS, PairedNUTSState
 
 __all__ = [
     "AB",
@@ -29,6 +30,10 @@ __all__ = [
     "MarginalNUTS",
     "MarginalNUTSState",
     "Ordinal",
+    "PairedGibbs",
+    "PairedGibbsState",
+    "PairedNUTS",
+    "PairedNUTSState",
     "PlateGibbs",
     "esh_jarzynski",
     "gibbs_fields",

@@ -213,7 +213,7 @@ class MarginalNUTS(MCMCKernel):
         self._groups: _Groups | None = None
         #: (the data's leaves, the conditional logits compiled for them)
         self._compiled_logits: tuple[list, Callable] | None = None
-        self._nuts_settings = _nuts_settings(nuts_options)
+        self._nuts_settings = nuts_settings("MarginalNUTS", nuts_options)
         #: NUTS's transition on the summed model (batched over vectorised chains), after init
         self._nuts_sample: Callable | None = None
 
@@ -508,11 +508,7 @@ class MarginalNUTS(MCMCKernel):
         return self._nuts_sample
 
     def get_diagnostics_str(self, state: MarginalNUTSState) -> str:
-        hmc_state = state.hmc_state
-        return (
-            f"{hmc_state.num_steps} steps of size {hmc_state.adapt_state.step_size:.2e}. "
-            f"acc. prob={hmc_state.mean_accept_prob:.2f}"
-        )
+        return nuts_progress_text(state.hmc_state)
 
     def _potential_gen(self, *args: Any, **kwargs: Any) -> Callable:
         """The summed model's potential energy at the data ``args, kwargs`` (NUTS's
@@ -559,16 +555,8 @@ class MarginalNUTS(MCMCKernel):
                     model_args=model_args,
                     model_kwargs=kwargs,
                 ).param_info.z
-            dense_mass = settings["dense_mass"]
-            if isinstance(dense_mass, bool):  # NUTS's structural form: one block of every site
-                dense_mass = [tuple(sorted(params))] if dense_mass else []
-            hmc_state = nuts_init(
-                params,
-                num_warmup=num_warmup,
-                model_args=model_args,
-                model_kwargs=kwargs,
-                rng_key=key_nuts,
-                **{**settings, "dense_mass": dense_mass},
+            hmc_state = start_nuts(
+                nuts_init, settings, params, num_warmup, model_args, kwargs, key_nuts
             )
             return hmc_state, self._draw(hmc_state.z, key_draw, model_args, kwargs)
 
@@ -623,7 +611,40 @@ class MarginalNUTS(MCMCKernel):
         return fn
 
 
-def _nuts_settings(options: dict) -> dict:
+def nuts_progress_text(hmc_state: HMCState) -> str:
+    """NUTS's progress-bar text: steps, step size, acceptance."""
+    return (
+        f"{hmc_state.num_steps} steps of size {hmc_state.adapt_state.step_size:.2e}. "
+        f"acc. prob={hmc_state.mean_accept_prob:.2f}"
+    )
+
+
+def start_nuts(
+    nuts_init: Callable,
+    settings: dict,
+    params: dict,
+    num_warmup: int,
+    model_args: tuple,
+    model_kwargs: dict,
+    rng_key: jax.Array,
+) -> HMCState:
+    """NUTS's state at ``params`` (unconstrained) from its functional ``init_kernel`` and
+    :func:`nuts_settings` (without ``init_strategy`` and ``kinetic_fn``); a boolean
+    ``dense_mass`` becomes NUTS's structural form (one block of every site, or none)."""
+    dense_mass = settings["dense_mass"]
+    if isinstance(dense_mass, bool):
+        dense_mass = [tuple(sorted(params))] if dense_mass else []
+    return nuts_init(
+        params,
+        num_warmup=num_warmup,
+        model_args=model_args,
+        model_kwargs=model_kwargs,
+        rng_key=rng_key,
+        **{**settings, "dense_mass": dense_mass},
+    )
+
+
+def nuts_settings(owner: str, options: dict) -> dict:
     """NUTS's options (the names and defaults of :class:`numpyro.infer.NUTS`), with
     ``options`` over the defaults; an unknown name is an error."""
     parameters = inspect.signature(NUTS.__init__).parameters
@@ -634,9 +655,7 @@ def _nuts_settings(options: dict) -> dict:
     }
     unknown = sorted(set(options) - set(defaults))
     if unknown:
-        raise TypeError(
-            f"MarginalNUTS: unknown NUTS options {unknown}; NUTS takes {sorted(defaults)}."
-        )
+        raise TypeError(f"{owner}: unknown NUTS options {unknown}; NUTS takes {sorted(defaults)}.")
     settings = {**defaults, **options}
     if isinstance(settings["step_size"], int):
         settings["step_size"] = float(settings["step_size"])

@@ -11,10 +11,12 @@ phases.
 - :mod:`~discrete_kernels.samplers.gibbs` - single-site Gibbs;
 - :mod:`~discrete_kernels.samplers.plate_gibbs` - exact block Gibbs of conditionally
   independent sites (plates);
+- :mod:`~discrete_kernels.samplers.paired` - paired sites (an indicator and the coefficient
+  it gates) updated together;
 - :mod:`~discrete_kernels.samplers.esh` - ESH for continuous sites (with
   :mod:`~discrete_kernels.samplers.esh_dynamics`).
 """
 
-from . import ab, acs, dlp, esh, gibbs, gwg, plate_gibbs
+from . import ab, acs, dlp, esh, gibbs, gwg, paired, plate_gibbs
 
-__all__ = ["ab", "acs", "dlp", "esh", "gibbs", "gwg", "plate_gibbs"]
+__all__ = ["ab", "acs", "dlp", "esh", "gibbs", "gwg", "paired", "plate_gibbs"]

@@ -1,0 +1,627 @@
+"""A NumPyro kernel that updates paired sites together: each element of a discrete site (an
+inclusion indicator) with the same element of a continuous site (the coefficient it gates),
+from the paired proposal of :mod:`discrete_kernels.samplers.paired` with a Metropolis-Hastings
+step. Its derivatives in the coefficient come from JAX's autodiff of the model's log density.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro import handlers
+from numpyro.distributions import constraints
+from numpyro.handlers import seed, substitute, trace
+from numpyro.infer.gibbs import (
+    conditioned,
+    discrete_latent_sites,
+    prototype_trace,
+    with_conditioning,
+)
+from numpyro.infer.hmc import hmc
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.infer.util import constrain_fn, initialize_model, log_density, potential_energy
+from numpyro.util import identity, is_prng_key
+
+from discrete_kernels import validation as checks
+from discrete_kernels.kernel import accept_probability, mh_log_ratio
+from discrete_kernels.samplers.paired import laplace_pair_proposal, pair_proposal_log_prob
+
+from ._once import run_once
+from ._prior_trace import prior_trace
+from .driver import callback_when
+from .marginal import nuts_progress_text, nuts_settings, start_nuts
+
+__all__ = ["PairedGibbs", "PairedGibbsState", "PairedNUTS", "PairedNUTSState"]
+
+
+class PairedGibbsState(NamedTuple):
+    """State of :class:`PairedGibbs`.
+
+    Attributes
+    ----------
+    z : dict
+        The current values of the paired sites (constrained: the coefficients' support is the
+        real line).
+    accept_prob : scalar array
+        The mean acceptance probability of the last sweep's paired moves.
+    num_moves : integer scalar array
+        Paired moves accepted in the last sweep.
+    num_warmup_moves : integer scalar array
+        Paired moves accepted in the second half of warmup (the frozen-chain check).
+    i : integer scalar array
+        Sweeps done.
+    rng_key : key
+    """
+
+    z: dict
+    accept_prob: jax.Array
+    num_moves: jax.Array
+    num_warmup_moves: jax.Array
+    i: jax.Array
+    rng_key: jax.Array
+
+
+class _Pair(NamedTuple):
+    indicator: str
+    coefficient: str
+    shape: tuple[int, ...]
+    #: the indicator's values, shape (S,)
+    values: jax.Array
+
+
+class PairedGibbs(MCMCKernel):
+    """Updates each element of a discrete site together with the same element of a
+    continuous site: ``pairs={"gamma": "beta"}`` for inclusions ``gamma`` and their
+    coefficients ``beta`` (spike-and-slab and variable-selection models, in the indicator
+    times coefficient form or the mixture-prior form).
+
+    A sweep visits the elements in order. For element ``j`` it proposes the indicator's value
+    and the coefficient together: for each of the indicator's ``S`` values, one Newton step
+    of the log density in the coefficient from ``anchor`` gives a Gaussian and the Laplace
+    estimate of that value's mass; the value is drawn from those masses and the coefficient
+    from its Gaussian, and a Metropolis-Hastings step accepts or rejects the pair (an
+    independence proposal given the other elements, exact whatever the approximation). Each
+    element costs ``3 S + 1`` evaluations of the model's log density (value, gradient and
+    curvature per value; the proposal). The coefficients move only through these updates:
+    every element is redrawn each sweep, also where its indicator stays.
+
+    Use it as a block of :class:`numpyro.infer.Gibbs` next to NUTS on the other continuous
+    sites: ``Gibbs([(nx.PairedGibbs(model, pairs={"gamma": "beta"}), ["gamma", "beta"]),
+    (NUTS(model), None)])``; alone where the pairs are the model's only latent sites.
+
+    Parameters
+    ----------
+    model : the NumPyro model
+    pairs : mapping
+        Discrete site name to continuous site name. The discrete site has a finite support
+        (``Bernoulli``, ``Categorical``...), the continuous one the real line, and both have
+        the same shape.
+    anchor : float
+        Where each Newton step starts: a coefficient value near which the conditional is
+        roughly Gaussian (0, for a coefficient that can be excluded).
+    """
+
+    sample_field = "z"
+
+    def __init__(self, model: Callable, pairs: Mapping[str, str], *, anchor: float = 0.0) -> None:
+        if not isinstance(pairs, Mapping) or not pairs:
+            raise ValueError(
+                "PairedGibbs: pairs= maps each discrete site to the continuous site it gates, "
+                f"e.g. {{'gamma': 'beta'}}; got {pairs!r}."
+            )
+        self._model = model
+        self._pair_names = {str(k): str(v) for k, v in pairs.items()}
+        self._anchor = checks.check_number(
+            "PairedGibbs", "anchor", anchor, low=-np.inf, high=np.inf
+        )
+        self._pairs: tuple[_Pair, ...] | None = None
+        self._num_warmup = 0
+        self._has_deterministic = False
+
+    # --- MCMCKernel
+
+    @property
+    def model(self) -> Callable:
+        return self._model
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return ("z", "accept_prob", "num_moves")
+
+    def get_diagnostics_str(self, state: PairedGibbsState) -> str:
+        return f"acc. prob={float(np.mean(state.accept_prob)):.2f}"
+
+    def wrap_model(self, wrapper: Callable) -> PairedGibbs:
+        kernel = copy.copy(self)
+        kernel._model = wrapper(self._model)
+        kernel._pairs = None
+        return kernel
+
+    def refresh(self, state: PairedGibbsState, model_args, model_kwargs) -> PairedGibbsState:
+        """Nothing is cached: a sweep evaluates the model afresh."""
+        return state
+
+    def get_constrain_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
+        """Identity: the values are constrained (the coefficients' support is unbounded)."""
+        return identity
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
+        """Identity, or the values with the model's ``deterministic`` sites computed at them."""
+        if not self._has_deterministic:
+            return identity
+        kwargs = {} if model_kwargs is None else model_kwargs
+        model = conditioned(self._model)
+
+        def fn(z: dict) -> dict:
+            replay = substitute(seed(model, jax.random.PRNGKey(0)), data=z)
+            model_trace = trace(replay).get_trace(*model_args, **kwargs)
+            found = {n: s["value"] for n, s in model_trace.items() if s["type"] == "deterministic"}
+            return {**z, **found}
+
+        return fn
+
+    def _setup(self, model_trace: dict) -> tuple[_Pair, ...]:
+        pairs = read_pairs("PairedGibbs", self._pair_names, model_trace)
+        paired = paired_names(pairs)
+        others = _other_latent_sites(model_trace, paired)
+        if others:
+            raise ValueError(
+                f"PairedGibbs samples only its pairs; the model also has latent sites {others}: "
+                "use nx.PairedNUTS(model, pairs=...) (NUTS on them inside, chains vectorised), "
+                "or a numpyro.infer.Gibbs block next to a kernel for them, e.g. "
+                f"Gibbs([(PairedGibbs(model, pairs=...), {sorted(paired)}), (NUTS(model), None)])."
+            )
+        return pairs
+
+    def init(
+        self,
+        rng_key: jax.Array,
+        num_warmup: int,
+        init_params: dict | None,
+        model_args: tuple,
+        model_kwargs: dict | None,
+    ) -> PairedGibbsState:
+        kwargs = {} if model_kwargs is None else model_kwargs
+        chains, model_trace = _setup_trace(self._model, rng_key, model_args, kwargs)
+        self._pairs = self._setup(model_trace)
+        self._has_deterministic = any(s["type"] == "deterministic" for s in model_trace.values())
+        self._num_warmup = int(num_warmup)
+
+        def start(key: jax.Array) -> PairedGibbsState:
+            key_start, key_next = jax.random.split(key)
+            start_trace = prototype_trace(conditioned(self._model), key_start, model_args, kwargs)
+            z = {}
+            for pair in self._pairs or ():
+                for name in (pair.indicator, pair.coefficient):
+                    given = None if init_params is None else init_params.get(name)
+                    z[name] = jnp.asarray(start_trace[name]["value"] if given is None else given)
+            zero = jnp.zeros((), jnp.int32)
+            return PairedGibbsState(z, jnp.zeros(()), zero, zero, zero, key_next)
+
+        return jax.vmap(start)(rng_key) if chains else start(rng_key)
+
+    def sample(
+        self, state: PairedGibbsState, model_args: tuple, model_kwargs: dict | None
+    ) -> PairedGibbsState:
+        kwargs = {} if model_kwargs is None else model_kwargs
+        assert self._pairs is not None, "init first"
+        sweep = self._sweep_fn(model_args, kwargs)
+        chains = not is_prng_key(state.rng_key)
+        new = jax.vmap(sweep)(state) if chains else sweep(state)
+        end = self._num_warmup
+        if end >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
+            fire = (new.i == end) & (new.num_warmup_moves == 0)
+            callback_when(jnp.any(fire), self._warn_frozen, end)
+        return new
+
+    def _warn_frozen(self, end: Any) -> None:
+        names = sorted(paired_names(self._pairs or ()))
+        warnings.warn(
+            f"PairedGibbs: no paired move of {names} was accepted in the last half of the "
+            f"{int(end)} warmup steps: the chain is frozen. Check the model's log density at "
+            "the start (finite?), or try another anchor=.",
+            stacklevel=2,
+        )
+
+    def _sweep_fn(self, model_args: tuple, kwargs: dict) -> Callable:
+        pairs = self._pairs
+        assert pairs is not None
+        model, anchor = self._model, self._anchor
+        half = self._num_warmup - self._num_warmup // 2
+
+        def log_joint(z: dict) -> jax.Array:
+            return log_density(model, model_args, kwargs, z)[0]
+
+        def sweep(state: PairedGibbsState) -> PairedGibbsState:
+            key, key_sweep = jax.random.split(state.rng_key)
+            z, accept_prob, moves = paired_sweep(log_joint, state.z, pairs, anchor, key_sweep)
+            in_half = (state.i >= half) & (state.i < self._num_warmup)
+            return PairedGibbsState(
+                z,
+                accept_prob,
+                moves,
+                state.num_warmup_moves + jnp.where(in_half, moves, 0),
+                state.i + 1,
+                key,
+            )
+
+        return sweep
+
+
+def _setup_trace(model: Callable, rng_key: jax.Array, model_args: tuple, kwargs: dict) -> tuple:
+    """Whether ``rng_key`` holds one key per vectorised chain, and a prior draw of the model
+    (from the first chain's key; a fixed key under a transform of the whole run: the setup
+    reads shapes and supports only)."""
+    chains = not is_prng_key(rng_key)
+    key = rng_key[0] if chains else rng_key
+    if isinstance(key, jax.core.Tracer):
+        key = jax.random.PRNGKey(0)
+    return chains, prior_trace(model, key, model_args, kwargs)
+
+
+def _other_latent_sites(model_trace: dict, paired: set[str]) -> list[str]:
+    return [
+        name
+        for name, site in model_trace.items()
+        if site["type"] == "sample" and not site["is_observed"] and name not in paired
+    ]
+
+
+def paired_names(pairs: tuple[_Pair, ...]) -> set[str]:
+    """The names of every paired site."""
+    return {n for p in pairs for n in (p.indicator, p.coefficient)}
+
+
+def read_pairs(owner: str, pair_names: Mapping[str, str], model_trace: dict) -> tuple[_Pair, ...]:
+    """The pairs of ``pair_names`` (indicator to coefficient) read from a prior draw of the
+    model, each checked: latent sample sites, a discrete indicator with a finite support, a
+    coefficient on the real line, one shape."""
+    pairs = []
+    for indicator, coefficient in pair_names.items():
+        for name in (indicator, coefficient):
+            site = model_trace.get(name)
+            if site is None or site["type"] != "sample" or site["is_observed"]:
+                raise ValueError(f"{owner}: {name!r} is not a latent sample site of the model.")
+        fn, value = model_trace[indicator]["fn"], jnp.asarray(model_trace[indicator]["value"])
+        if not (fn.has_enumerate_support and getattr(fn, "is_discrete", False)):
+            raise ValueError(
+                f"{owner}: the paired site {indicator!r} must be discrete with a finite "
+                f"support (Bernoulli, Categorical...); it is {type(fn).__name__}."
+            )
+        support = model_trace[coefficient]["fn"].support
+        if support is not constraints.real:
+            raise ValueError(
+                f"{owner}: the coefficient site {coefficient!r} must have the real line "
+                f"as support (Normal, StudentT...); its support is {support}."
+            )
+        shape = tuple(value.shape)
+        other = tuple(jnp.shape(model_trace[coefficient]["value"]))
+        if other != shape:
+            raise ValueError(
+                f"{owner}: {indicator!r} has shape {shape} and {coefficient!r} has shape "
+                f"{other}; paired sites pair element by element and need one shape."
+            )
+        values = jnp.unique(jnp.ravel(fn.enumerate_support(expand=False)))
+        pairs.append(_Pair(indicator, coefficient, shape, values))
+    return tuple(pairs)
+
+
+def paired_sweep(
+    log_joint: Callable[[dict], jax.Array],
+    z: dict,
+    pairs: tuple[_Pair, ...],
+    anchor: float,
+    key: jax.Array,
+) -> tuple[dict, jax.Array, jax.Array]:
+    """One paired move per element of every pair, in order, on the log density ``log_joint``
+    of the paired sites' values ``z``.
+
+    Returns
+    -------
+    (z, accept_prob, moves)
+        The new values, the mean acceptance probability and the number of accepted moves.
+    """
+    z = dict(z)
+    total_accept, total_moves, count = jnp.zeros(()), jnp.zeros((), jnp.int32), 0
+    current = log_joint(z)
+    for pair in pairs:
+        key, key_pair = jax.random.split(key)
+        z, current, accept, moves = _pair_sweep(log_joint, z, current, pair, anchor, key_pair)
+        total_accept = total_accept + accept
+        total_moves = total_moves + moves
+        count += int(np.prod(pair.shape, dtype=int))
+    return z, total_accept / count, total_moves
+
+
+def _pair_sweep(
+    log_joint: Callable[[dict], jax.Array],
+    z: dict,
+    current: jax.Array,
+    pair: _Pair,
+    anchor: float,
+    key: jax.Array,
+) -> tuple[dict, jax.Array, jax.Array, jax.Array]:
+    """One pass over a pair's elements in order: the paired move of each.
+
+    Returns the new values, their log density, the summed acceptance probabilities and the
+    number of accepted moves."""
+    shape, values = pair.shape, pair.values
+    others = {k: v for k, v in z.items() if k not in (pair.indicator, pair.coefficient)}
+    dtype_d = jnp.result_type(z[pair.indicator])
+    dtype_c = jnp.result_type(z[pair.coefficient])
+
+    def at(d: jax.Array, c: jax.Array) -> jax.Array:
+        return log_joint(
+            {**others, pair.indicator: d.reshape(shape), pair.coefficient: c.reshape(shape)}
+        )
+
+    def element(carry: tuple, j: jax.Array) -> tuple:
+        d, c, current, key = carry
+        key, key_value, key_normal, key_accept = jax.random.split(key, 4)
+
+        def f(v: jax.Array, x: jax.Array) -> jax.Array:
+            return at(d.at[j].set(v.astype(dtype_d)), c.at[j].set(x.astype(dtype_c)))
+
+        a = jnp.asarray(anchor, dtype_c)
+
+        def expansion(v: jax.Array) -> tuple:
+            # value, gradient and second derivative in one forward-over-reverse pass
+            value_and_gradient = jax.value_and_grad(partial(f, v))
+            (value, gradient), (_, second) = jax.jvp(value_and_gradient, (a,), (jnp.ones_like(a),))
+            return value, gradient, -second
+
+        value, gradient, curvature = jax.vmap(expansion)(values)
+        mean, precision, log_weight = laplace_pair_proposal(value, gradient, curvature, a)
+        index = jax.random.categorical(key_value, log_weight)
+        proposed = mean[index] + jax.random.normal(key_normal, (), dtype_c) / jnp.sqrt(
+            precision[index]
+        )
+        proposed_density = f(values[index], proposed)
+        current_index = jnp.argmax(values == d[j].astype(values.dtype))
+        log_ratio = mh_log_ratio(
+            current,
+            proposed_density,
+            pair_proposal_log_prob(log_weight, mean, precision, index, proposed),
+            pair_proposal_log_prob(log_weight, mean, precision, current_index, c[j]),
+        )
+        accept = jnp.log(jax.random.uniform(key_accept)) < log_ratio
+        d = jnp.where(accept, d.at[j].set(values[index].astype(dtype_d)), d)
+        c = jnp.where(accept, c.at[j].set(proposed.astype(dtype_c)), c)
+        current = jnp.where(accept, proposed_density, current)
+        return (d, c, current, key), (accept_probability(log_ratio), accept)
+
+    d0 = jnp.ravel(z[pair.indicator])
+    c0 = jnp.ravel(z[pair.coefficient])
+    per_element: tuple[jax.Array, jax.Array]
+    carry, per_element = jax.lax.scan(element, (d0, c0, current, key), jnp.arange(d0.shape[0]))
+    d, c, current, _ = carry
+    probs, accepted = per_element
+    z = {**z, pair.indicator: d.reshape(shape), pair.coefficient: c.reshape(shape)}
+    return z, current, jnp.sum(probs), jnp.sum(accepted).astype(jnp.int32)
+
+
+class PairedNUTSState(NamedTuple):
+    """State of :class:`PairedNUTS`.
+
+    Attributes
+    ----------
+    z : dict
+        The paired sites' values and NUTS's (unconstrained) values of the other sites.
+    accept_prob : scalar array
+        The mean acceptance probability of the last sweep's paired moves.
+    num_moves : integer scalar array
+        Paired moves accepted in the last sweep.
+    diverging : bool scalar array
+        Whether NUTS's last trajectory diverged.
+    hmc_state : numpyro.infer.hmc.HMCState
+        NUTS's state on the other sites.
+    rng_key : key
+    """
+
+    z: dict
+    accept_prob: jax.Array
+    num_moves: jax.Array
+    diverging: jax.Array
+    hmc_state: Any
+    rng_key: jax.Array
+
+
+class PairedNUTS(MCMCKernel):
+    """NUTS on a model's continuous sites and, after each NUTS step, a sweep of paired moves
+    (:class:`PairedGibbs`): each inclusion indicator drawn together with its coefficient.
+
+    The whole-model kernel for spike-and-slab and variable-selection models whose other
+    latent sites (a noise scale, an intercept) are continuous: one compiled program for every
+    vectorised chain (``chain_method="vectorized"``), where ``numpyro.infer.Gibbs`` runs its
+    chains one after another. NUTS (NumPyro's, adapted in warmup as usual) sees the model
+    conditioned on the paired sites' current values; its cached potential and gradient are
+    recomputed after each sweep (one gradient evaluation).
+
+    Parameters
+    ----------
+    model : the NumPyro model
+    pairs : mapping
+        Discrete site name to continuous site name, as in :class:`PairedGibbs`.
+    anchor : float
+        Where each paired move's Newton step starts (:class:`PairedGibbs`).
+    **nuts_options
+        :class:`numpyro.infer.NUTS`'s options, with its defaults; another name is an error.
+    """
+
+    sample_field = "z"
+
+    def __init__(
+        self,
+        model: Callable,
+        pairs: Mapping[str, str],
+        *,
+        anchor: float = 0.0,
+        **nuts_options: Any,
+    ) -> None:
+        self._paired = PairedGibbs(model, pairs, anchor=anchor)
+        self._model = model
+        self._nuts_settings = nuts_settings("PairedNUTS", nuts_options)
+        self._pairs: tuple[_Pair, ...] | None = None
+        self._nuts_sample: Callable | None = None
+
+    @property
+    def model(self) -> Callable:
+        return self._model
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return ("z", "diverging")
+
+    @property
+    def _sample_fn(self) -> Any:
+        # MCMC initialises the kernel while this is None
+        return self._nuts_sample
+
+    def get_diagnostics_str(self, state: PairedNUTSState) -> str:
+        paired = f"paired acc. prob={float(np.mean(state.accept_prob)):.2f}"
+        return f"{nuts_progress_text(state.hmc_state)}, {paired}"
+
+    def _potential_gen(self, *args: Any, **kwargs: Any) -> Callable:
+        """The potential energy of the other sites at the data and the paired sites' values
+        (both in ``kwargs``, the latter as conditioning values)."""
+        return partial(potential_energy, conditioned(self._model), args, kwargs)
+
+    def _paired_values(self, z: dict) -> dict:
+        return {name: z[name] for name in paired_names(self._pairs or ())}
+
+    def init(
+        self,
+        rng_key: jax.Array,
+        num_warmup: int,
+        init_params: dict | None,
+        model_args: tuple,
+        model_kwargs: dict | None,
+    ) -> PairedNUTSState:
+        kwargs = {} if model_kwargs is None else model_kwargs
+        chains, model_trace = _setup_trace(self._model, rng_key, model_args, kwargs)
+        pairs = self._pairs = read_pairs("PairedNUTS", self._paired._pair_names, model_trace)
+        paired = paired_names(pairs)
+        discrete = [n for n in discrete_latent_sites(model_trace) if n not in paired]
+        if discrete:
+            raise ValueError(
+                f"PairedNUTS: the model has discrete latent sites {discrete} outside the pairs; "
+                "NUTS cannot move them. Use a numpyro.infer.Gibbs block of PairedGibbs, a "
+                "discrete kernel for them and NUTS."
+            )
+        others = _other_latent_sites(model_trace, paired)
+        if not others:
+            raise ValueError(
+                "PairedNUTS: the model has no latent site outside the pairs; use "
+                "nx.PairedGibbs(model, pairs=...)."
+            )
+        given = {} if init_params is None else dict(init_params)
+        paired_start = {k: v for k, v in given.items() if k in paired}
+        nuts_start = {k: v for k, v in given.items() if k not in paired} or None
+        settings = dict(self._nuts_settings)
+        init_strategy = settings.pop("init_strategy")
+        nuts_init, nuts_sample = hmc(
+            potential_fn_gen=self._potential_gen, kinetic_fn=settings.pop("kinetic_fn"), algo="NUTS"
+        )
+        model = conditioned(self._model)
+
+        def start(key: Any, paired_given: dict, params: Any) -> PairedNUTSState:
+            key_pairs, key_start, key_nuts, key_next = jax.random.split(key, 4)
+            prior = prototype_trace(model, key_pairs, model_args, kwargs)
+            values = {n: jnp.asarray(paired_given.get(n, prior[n]["value"])) for n in paired}
+            with_pairs = with_conditioning(kwargs, values)
+            if params is None:
+                params = initialize_model(
+                    key_start,
+                    model,
+                    init_strategy=init_strategy,
+                    model_args=model_args,
+                    model_kwargs=with_pairs,
+                ).param_info.z
+            hmc_state = start_nuts(
+                nuts_init, settings, params, num_warmup, model_args, with_pairs, key_nuts
+            )
+            zero = jnp.zeros((), jnp.int32)
+            return PairedNUTSState(
+                {**hmc_state.z, **values},
+                jnp.zeros(()),
+                zero,
+                hmc_state.diverging,
+                hmc_state,
+                key_next,
+            )
+
+        # one compiled program for the start of every chain (NUTS's setup run op by op
+        # compiles one small program per operation)
+        run = jax.vmap(start) if chains else start  # init_params: one per chain
+        state = run_once(run, rng_key, paired_start, nuts_start)
+        energy = np.asarray(state.hmc_state.potential_energy)
+        if not np.all(np.isfinite(energy)):
+            raise RuntimeError(
+                f"PairedNUTS: the model has no finite log density at the start (potential "
+                f"energy {energy.tolist()}): give init_params or another init_strategy."
+            )
+        self._nuts_sample = nuts_sample  # batched in sample, with each chain's pairs
+        return state
+
+    def sample(
+        self, state: PairedNUTSState, model_args: tuple, model_kwargs: dict | None
+    ) -> PairedNUTSState:
+        kwargs = {} if model_kwargs is None else model_kwargs
+        pairs = self._pairs
+        assert pairs is not None and self._nuts_sample is not None, "init first"
+        anchor = self._paired._anchor
+        model = conditioned(self._model)
+        chains = not is_prng_key(state.rng_key)
+
+        def sweep(z: dict, key: jax.Array) -> tuple:
+            paired = self._paired_values(z)
+            others = {k: v for k, v in z.items() if k not in paired}
+            with_pairs = with_conditioning(kwargs, paired)
+            constrained = constrain_fn(model, model_args, with_pairs, others)
+            given_others = with_conditioning(kwargs, constrained)
+
+            def log_joint(values: dict) -> jax.Array:
+                return log_density(model, model_args, given_others, values)[0]
+
+            key_sweep, key_next = jax.random.split(key)
+            return (*paired_sweep(log_joint, paired, pairs, anchor, key_sweep), key_next)
+
+        def refreshed(hmc_state: Any, paired: dict) -> Any:
+            # NUTS caches the potential and its gradient at its current point: recompute
+            # them for the new conditioning
+            potential = self._potential_gen(*model_args, **with_conditioning(kwargs, paired))
+            energy, grad = jax.value_and_grad(potential)(hmc_state.z)
+            return hmc_state._replace(potential_energy=energy, z_grad=grad)
+
+        paired, accept_prob, moves, key = (jax.vmap(sweep) if chains else sweep)(
+            state.z, state.rng_key
+        )
+
+        def nuts_step(hmc_state: Any, paired: dict) -> Any:
+            hmc_state = refreshed(hmc_state, paired)
+            return nuts_sample(hmc_state, model_args, with_conditioning(kwargs, paired))
+
+        nuts_sample = self._nuts_sample
+        hmc_state = (jax.vmap(nuts_step) if chains else nuts_step)(state.hmc_state, paired)
+        return PairedNUTSState(
+            {**hmc_state.z, **paired}, accept_prob, moves, hmc_state.diverging, hmc_state, key
+        )
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
+        kwargs = {} if model_kwargs is None else model_kwargs
+
+        def fn(z: dict) -> dict:
+            paired = self._paired_values(z)
+            others = {k: v for k, v in z.items() if k not in paired}
+            at_pairs = handlers.condition(self._model, paired)
+            out = constrain_fn(at_pairs, model_args, kwargs, others, return_deterministic=True)
+            return {**out, **paired}
+
+        return fn

@@ -1,0 +1,213 @@
+"""PairedGibbs (NumPyro): an indicator and its coefficient drawn together.
+
+The exact answer of a two-predictor Kuo-Mallick regression with a Student-t likelihood (so
+that the paired proposal is not exact and the MH step matters) comes from the four subsets,
+each integrated over its coefficients on a grid."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+import scipy.stats
+from jax import random
+from numpyro.infer import MCMC, NUTS, Gibbs
+
+import numpyro_ext as nx
+import numpyro_ext.paired as paired_module
+from benchmarks import user_models as um
+from discrete_kernels.samplers import paired as core
+from tests.mc import assert_mc_close
+
+SCALE, DF, INCLUSION = 0.8, 4.0, 0.4
+
+
+def selection(x, y):
+    with numpyro.plate("predictors", x.shape[1]):
+        gamma = numpyro.sample("gamma", dist.Bernoulli(INCLUSION))
+        beta = numpyro.sample("beta", dist.Normal(0.0, 1.0))
+    with numpyro.plate("rows", x.shape[0]):
+        numpyro.sample("y", dist.StudentT(DF, x @ (gamma * beta), SCALE), obs=y)
+
+
+def selection_data() -> tuple:
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((30, 2))
+    x[:, 1] = 0.5 * x[:, 0] + 0.9 * x[:, 1]
+    y = x @ np.array([0.6, 0.25]) + SCALE * rng.standard_t(DF, 30)
+    return np.asarray(x, np.float32), np.asarray(y, np.float32)
+
+
+@functools.lru_cache(maxsize=4)
+def exact_moments(points: int = 401) -> np.ndarray:
+    """P(gamma_0), P(gamma_1), E[beta_0], E[beta_1], E[beta_0^2]: the subsets summed, each
+    subset's included coefficients integrated on a grid (an excluded coefficient keeps its
+    prior: mean 0, second moment 1)."""
+    x, y = selection_data()
+    grid = np.linspace(-2.5, 3.0, points)
+    step = grid[1] - grid[0]
+    b0, b1 = np.meshgrid(grid, grid, indexing="ij")
+    log_prior_b = scipy.stats.norm.logpdf(b0) + scipy.stats.norm.logpdf(b1)
+    mass, moments = [], []
+    for g0 in (0, 1):
+        for g1 in (0, 1):
+            mean = (g0 * b0)[..., None] * x[:, 0] + (g1 * b1)[..., None] * x[:, 1]
+            # Student-t log density without its constant (the same in every subset)
+            log_lik = -0.5 * (DF + 1) * np.log1p(((y - mean) / SCALE) ** 2 / DF).sum(-1)
+            log_w = log_lik + log_prior_b
+            top = log_w.max()
+            w = np.exp(log_w - top) * step * step
+            z = w.sum()
+            log_prior_g = (g0 + g1) * np.log(INCLUSION) + (2 - g0 - g1) * np.log1p(-INCLUSION)
+            mass.append(np.log(z) + top + log_prior_g)
+            moments.append(
+                [g0, g1, (w * b0).sum() / z, (w * b1).sum() / z, (w * b0 * b0).sum() / z]
+            )
+    mass = np.exp(np.array(mass) - max(mass))
+    return (mass[:, None] * np.array(moments)).sum(0) / mass.sum()
+
+
+def statistics(samples: dict) -> np.ndarray:
+    gamma, beta = np.asarray(samples["gamma"], float), np.asarray(samples["beta"])
+    return np.concatenate([gamma, beta, beta[..., :1] ** 2], -1)
+
+
+def run_alone(seed: int = 0, draws: int = 3000) -> np.ndarray:
+    data = selection_data()
+    mcmc = MCMC(
+        nx.PairedGibbs(selection, pairs={"gamma": "beta"}),
+        num_warmup=300,
+        num_samples=draws,
+        num_chains=4,
+        chain_method="vectorized",
+        progress_bar=False,
+    )
+    mcmc.run(random.key(seed), *data)
+    return statistics(mcmc.get_samples(group_by_chain=True))
+
+
+def test_the_grid_answer_is_resolved():
+    # a grid twice as fine moves no moment by more than 1e-4
+    coarse, fine = exact_moments(), exact_moments(points=801)
+    assert np.abs(coarse - fine).max() < 1e-4
+    assert 0.1 < coarse[1] < 0.9  # the second inclusion is uncertain: both states matter
+
+
+def test_paired_gibbs_alone_matches_the_exact_posterior():
+    draws = run_alone()
+    assert_mc_close(draws, exact_moments(), num_se=4.0)
+
+
+def test_a_wrong_reverse_proposal_is_detected(monkeypatch):
+    # power: the proposal's coefficient density left out of the MH ratio (an indicator flip
+    # judged as if the coefficient were kept) targets another distribution
+    def value_only(log_weight, mean, precision, index, coefficient):
+        return log_weight[index] - core.logsumexp(log_weight)
+
+    monkeypatch.setattr(paired_module, "pair_proposal_log_prob", value_only)
+    draws = run_alone(draws=1500)
+    with pytest.raises(AssertionError):
+        assert_mc_close(draws, exact_moments(), num_se=4.0)
+
+
+def test_a_gaussian_conditional_is_proposed_exactly():
+    # the Kuo-Mallick regression with a Gaussian likelihood and a fixed noise scale: the
+    # proposal is the pair's exact conditional, so every move is accepted
+    def gaussian(x, y):
+        with numpyro.plate("predictors", x.shape[1]):
+            gamma = numpyro.sample("gamma", dist.Bernoulli(INCLUSION))
+            beta = numpyro.sample("beta", dist.Normal(0.0, 1.0))
+        with numpyro.plate("rows", x.shape[0]):
+            numpyro.sample("y", dist.Normal(x @ (gamma * beta), SCALE), obs=y)
+
+    mcmc = MCMC(
+        nx.PairedGibbs(gaussian, pairs={"gamma": "beta"}),
+        num_warmup=20,
+        num_samples=50,
+        progress_bar=False,
+    )
+    mcmc.run(random.key(1), *selection_data(), extra_fields=("accept_prob",))
+    accept = np.asarray(mcmc.get_extra_fields()["accept_prob"])
+    assert accept.min() > 0.999
+
+
+def test_beside_nuts_matches_the_variable_selection_reference():
+    # the suite's variable selection model (Student-t likelihood, unknown noise scale) at
+    # its reduced size: the pairs in one Gibbs block, NUTS on sigma
+    from tests.test_user_models import check
+
+    check("variable_selection", "PairedGibbs", warmup=300, samples=1000, chains=2)
+
+
+@pytest.mark.parametrize(
+    "pairs, match",
+    [
+        ({"beta": "gamma"}, "must be discrete"),
+        ({"gamma": "y"}, "not a latent sample site"),
+        ({}, "pairs= maps"),
+    ],
+)
+def test_bad_pairs_are_refused_with_the_site(pairs, match):
+    kernel = lambda: nx.PairedGibbs(selection, pairs=pairs)  # noqa: E731
+    with pytest.raises(ValueError, match=match):
+        MCMC(kernel(), num_warmup=2, num_samples=2, progress_bar=False).run(
+            random.key(0), *selection_data()
+        )
+
+
+def test_other_latent_sites_need_a_gibbs_block():
+    def with_scale(x, y):
+        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        with numpyro.plate("predictors", x.shape[1]):
+            gamma = numpyro.sample("gamma", dist.Bernoulli(INCLUSION))
+            beta = numpyro.sample("beta", dist.Normal(0.0, 1.0))
+        with numpyro.plate("rows", x.shape[0]):
+            numpyro.sample("y", dist.Normal(x @ (gamma * beta), sigma), obs=y)
+
+    with pytest.raises(ValueError, match=r"latent sites \['sigma'\].*Gibbs"):
+        MCMC(
+            nx.PairedGibbs(with_scale, pairs={"gamma": "beta"}),
+            num_warmup=2,
+            num_samples=2,
+            progress_bar=False,
+        ).run(random.key(0), *selection_data())
+    kernel = Gibbs(
+        [
+            (nx.PairedGibbs(with_scale, pairs={"gamma": "beta"}), ["gamma", "beta"]),
+            (NUTS(with_scale), None),
+        ]
+    )
+    mcmc = MCMC(kernel, num_warmup=20, num_samples=20, progress_bar=False)
+    mcmc.run(random.key(0), *selection_data())
+    assert np.asarray(mcmc.get_samples()["sigma"]).std() > 0
+
+
+def test_the_suite_offers_it_on_the_spike_and_slab_models():
+    for name in ("spike_slab", "ssvs", "variable_selection"):
+        assert "PairedGibbs" in um.MODELS[name].kernels
+
+
+def test_paired_nuts_matches_the_variable_selection_reference():
+    # the whole-model kernel: NUTS on sigma and the paired sweep in one program, chains
+    # vectorised
+    from tests.test_user_models import check
+
+    check("variable_selection", "PairedNUTS", warmup=300, samples=1000, chains=2)
+
+
+def test_paired_nuts_refuses_a_model_without_other_sites():
+    with pytest.raises(ValueError, match="no latent site outside the pairs"):
+        MCMC(
+            nx.PairedNUTS(selection, pairs={"gamma": "beta"}),
+            num_warmup=2,
+            num_samples=2,
+            progress_bar=False,
+        ).run(random.key(0), *selection_data())
+
+
+def test_paired_nuts_takes_nuts_options_by_name():
+    with pytest.raises(TypeError, match="PairedNUTS: unknown NUTS options"):
+        nx.PairedNUTS(selection, pairs={"gamma": "beta"}, step=0.1)
