@@ -215,20 +215,9 @@ class PairedGibbs(MCMCKernel):
         sweep = self._sweep_fn(model_args, kwargs)
         chains = not is_prng_key(state.rng_key)
         new = jax.vmap(sweep)(state) if chains else sweep(state)
-        end = self._num_warmup
-        if end >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
-            fire = (new.i == end) & (new.num_warmup_moves == 0)
-            callback_when(jnp.any(fire), self._warn_frozen, end)
+        names = paired_names(self._pairs)
+        frozen_check("PairedGibbs", names, new.i, new.num_warmup_moves, self._num_warmup)
         return new
-
-    def _warn_frozen(self, end: Any) -> None:
-        names = sorted(paired_names(self._pairs or ()))
-        warnings.warn(
-            f"PairedGibbs: no paired move of {names} was accepted in the last half of the "
-            f"{int(end)} warmup steps: the chain is frozen. Check the model's log density at "
-            "the start (finite?), or try another anchor=.",
-            stacklevel=2,
-        )
 
     def _sweep_fn(self, model_args: tuple, kwargs: dict) -> Callable:
         pairs = self._pairs
@@ -253,6 +242,24 @@ class PairedGibbs(MCMCKernel):
             )
 
         return sweep
+
+
+def warn_frozen(owner: str, names: set[str], end: Any) -> None:
+    """The warning of a chain whose paired moves were all rejected in warmup's second half."""
+    warnings.warn(
+        f"{owner}: no paired move of {sorted(names)} was accepted in the last half of the "
+        f"{int(end)} warmup steps: the chain is frozen. Check the model's log density at "
+        "the start (finite?), or try another anchor=.",
+        stacklevel=3,
+    )
+
+
+def frozen_check(owner: str, names: set[str], step: jax.Array, moves: jax.Array, end: int) -> None:
+    """Warn (on the host, once) where a chain reaches the end of warmup (``step == end``)
+    without an accepted paired move in its second half (``moves == 0``)."""
+    if end >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
+        fire = jnp.any((step == end) & (moves == 0))
+        callback_when(fire, warn_frozen, owner, names, end)
 
 
 def _setup_trace(model: Callable, rng_key: jax.Array, model_args: tuple, kwargs: dict) -> tuple:
@@ -418,6 +425,8 @@ class PairedNUTSState(NamedTuple):
         The mean acceptance probability of the last sweep's paired moves.
     num_moves : integer scalar array
         Paired moves accepted in the last sweep.
+    num_warmup_moves : integer scalar array
+        Paired moves accepted in the second half of warmup (the frozen-chain check).
     diverging : bool scalar array
         Whether NUTS's last trajectory diverged.
     hmc_state : numpyro.infer.hmc.HMCState
@@ -428,6 +437,7 @@ class PairedNUTSState(NamedTuple):
     z: dict
     accept_prob: jax.Array
     num_moves: jax.Array
+    num_warmup_moves: jax.Array
     diverging: jax.Array
     hmc_state: Any
     rng_key: jax.Array
@@ -470,6 +480,7 @@ class PairedNUTS(MCMCKernel):
         self._nuts_settings = nuts_settings("PairedNUTS", nuts_options)
         self._pairs: tuple[_Pair, ...] | None = None
         self._nuts_sample: Callable | None = None
+        self._num_warmup = 0
 
     @property
     def model(self) -> Callable:
@@ -552,6 +563,7 @@ class PairedNUTS(MCMCKernel):
                 {**hmc_state.z, **values},
                 jnp.zeros(()),
                 zero,
+                zero,
                 hmc_state.diverging,
                 hmc_state,
                 key_next,
@@ -568,6 +580,7 @@ class PairedNUTS(MCMCKernel):
                 f"energy {energy.tolist()}): give init_params or another init_strategy."
             )
         self._nuts_sample = nuts_sample  # batched in sample, with each chain's pairs
+        self._num_warmup = int(num_warmup)
         return state
 
     def sample(
@@ -610,8 +623,19 @@ class PairedNUTS(MCMCKernel):
 
         nuts_sample = self._nuts_sample
         hmc_state = (jax.vmap(nuts_step) if chains else nuts_step)(state.hmc_state, paired)
+        end = self._num_warmup
+        step = state.hmc_state.i  # this step's index (NUTS counts its own steps)
+        in_half = (step >= end - end // 2) & (step < end)
+        warmup_moves = state.num_warmup_moves + jnp.where(in_half, moves, 0)
+        frozen_check("PairedNUTS", paired_names(pairs), step + 1, warmup_moves, end)
         return PairedNUTSState(
-            {**hmc_state.z, **paired}, accept_prob, moves, hmc_state.diverging, hmc_state, key
+            {**hmc_state.z, **paired},
+            accept_prob,
+            moves,
+            warmup_moves,
+            hmc_state.diverging,
+            hmc_state,
+            key,
         )
 
     def postprocess_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:

@@ -7,6 +7,7 @@ each integrated over its coefficients on a grid."""
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 import numpyro
@@ -159,13 +160,7 @@ def test_bad_pairs_are_refused_with_the_site(pairs, match):
 
 
 def test_other_latent_sites_need_a_gibbs_block():
-    def with_scale(x, y):
-        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
-        with numpyro.plate("predictors", x.shape[1]):
-            gamma = numpyro.sample("gamma", dist.Bernoulli(INCLUSION))
-            beta = numpyro.sample("beta", dist.Normal(0.0, 1.0))
-        with numpyro.plate("rows", x.shape[0]):
-            numpyro.sample("y", dist.Normal(x @ (gamma * beta), sigma), obs=y)
+    with_scale = _with_scale
 
     with pytest.raises(ValueError, match=r"latent sites \['sigma'\].*Gibbs"):
         MCMC(
@@ -211,3 +206,38 @@ def test_paired_nuts_refuses_a_model_without_other_sites():
 def test_paired_nuts_takes_nuts_options_by_name():
     with pytest.raises(TypeError, match="PairedNUTS: unknown NUTS options"):
         nx.PairedNUTS(selection, pairs={"gamma": "beta"}, step=0.1)
+
+
+def _with_scale(x, y):
+    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+    with numpyro.plate("predictors", x.shape[1]):
+        gamma = numpyro.sample("gamma", dist.Bernoulli(INCLUSION))
+        beta = numpyro.sample("beta", dist.Normal(0.0, 1.0))
+    with numpyro.plate("rows", x.shape[0]):
+        numpyro.sample("y", dist.Normal(x @ (gamma * beta), sigma), obs=y)
+
+
+@pytest.mark.parametrize("kind", ["PairedGibbs", "PairedNUTS"])
+def test_a_chain_whose_paired_moves_all_fail_says_so(monkeypatch, kind):
+    # every proposed coefficient NaN: every paired move rejected, and the kernel says so at the
+    # end of warmup; with the real proposal (the same run) it does not
+    model = selection if kind == "PairedGibbs" else _with_scale
+
+    def run() -> list[str]:
+        kernel = getattr(nx, kind)(model, pairs={"gamma": "beta"})
+        mcmc = MCMC(kernel, num_warmup=40, num_samples=10, progress_bar=False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mcmc.run(random.key(0), *selection_data())
+        return [str(w.message) for w in caught if "paired move" in str(w.message)]
+
+    assert run() == []
+    real = core.laplace_pair_proposal
+
+    def nan_mean(*args):
+        mean, precision, log_weight = real(*args)
+        return mean * np.nan, precision, log_weight
+
+    monkeypatch.setattr(paired_module, "laplace_pair_proposal", nan_mean)
+    (message,) = run()
+    assert f"{kind}: no paired move of ['beta', 'gamma']" in message
