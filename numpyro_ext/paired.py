@@ -30,8 +30,13 @@ from numpyro.infer.util import constrain_fn, initialize_model, log_density, pote
 from numpyro.util import identity, is_prng_key
 
 from discrete_kernels import validation as checks
-from discrete_kernels.kernel import accept_probability, mh_log_ratio
-from discrete_kernels.samplers.paired import laplace_pair_proposal, pair_proposal_log_prob
+from discrete_kernels.kernel import accept_probability
+from discrete_kernels.samplers.paired import (
+    check_pair_options,
+    check_pair_sites,
+    frozen_pairs_message,
+    paired_move,
+)
 
 from ._once import run_once
 from ._prior_trace import prior_trace
@@ -111,16 +116,8 @@ class PairedGibbs(MCMCKernel):
     sample_field = "z"
 
     def __init__(self, model: Callable, pairs: Mapping[str, str], *, anchor: float = 0.0) -> None:
-        if not isinstance(pairs, Mapping) or not pairs:
-            raise ValueError(
-                "PairedGibbs: pairs= maps each discrete site to the continuous site it gates, "
-                f"e.g. {{'gamma': 'beta'}}; got {pairs!r}."
-            )
         self._model = model
-        self._pair_names = {str(k): str(v) for k, v in pairs.items()}
-        self._anchor = checks.check_number(
-            "PairedGibbs", "anchor", anchor, low=-np.inf, high=np.inf
-        )
+        self._pair_names, self._anchor = check_pair_options("PairedGibbs", pairs, anchor)
         self._pairs: tuple[_Pair, ...] | None = None
         self._num_warmup = 0
         self._has_deterministic = False
@@ -246,12 +243,7 @@ class PairedGibbs(MCMCKernel):
 
 def warn_frozen(owner: str, names: set[str], end: Any) -> None:
     """The warning of a chain whose paired moves were all rejected in warmup's second half."""
-    warnings.warn(
-        f"{owner}: no paired move of {sorted(names)} was accepted in the last half of the "
-        f"{int(end)} warmup steps: the chain is frozen. Check the model's log density at "
-        "the start (finite?), or try another anchor=.",
-        stacklevel=3,
-    )
+    warnings.warn(frozen_pairs_message(owner, names, int(end)), stacklevel=3)
 
 
 def frozen_check(owner: str, names: set[str], step: jax.Array, moves: jax.Array, end: int) -> None:
@@ -296,26 +288,21 @@ def read_pairs(owner: str, pair_names: Mapping[str, str], model_trace: dict) -> 
             site = model_trace.get(name)
             if site is None or site["type"] != "sample" or site["is_observed"]:
                 raise ValueError(f"{owner}: {name!r} is not a latent sample site of the model.")
-        fn, value = model_trace[indicator]["fn"], jnp.asarray(model_trace[indicator]["value"])
-        if not (fn.has_enumerate_support and getattr(fn, "is_discrete", False)):
-            raise ValueError(
-                f"{owner}: the paired site {indicator!r} must be discrete with a finite "
-                f"support (Bernoulli, Categorical...); it is {type(fn).__name__}."
-            )
+        fn = model_trace[indicator]["fn"]
+        finite = fn.has_enumerate_support and getattr(fn, "is_discrete", False)
         support = model_trace[coefficient]["fn"].support
-        if support is not constraints.real:
-            raise ValueError(
-                f"{owner}: the coefficient site {coefficient!r} must have the real line "
-                f"as support (Normal, StudentT...); its support is {support}."
-            )
-        shape = tuple(value.shape)
-        other = tuple(jnp.shape(model_trace[coefficient]["value"]))
-        if other != shape:
-            raise ValueError(
-                f"{owner}: {indicator!r} has shape {shape} and {coefficient!r} has shape "
-                f"{other}; paired sites pair element by element and need one shape."
-            )
-        values = jnp.unique(jnp.ravel(fn.enumerate_support(expand=False)))
+        shape = tuple(jnp.shape(model_trace[indicator]["value"]))
+        check_pair_sites(
+            owner,
+            indicator,
+            coefficient,
+            None if finite else type(fn).__name__,
+            None if support is constraints.real else str(support),
+            (shape, tuple(jnp.shape(model_trace[coefficient]["value"]))),
+        )
+        # one compiled program, not one per operation; the support's values are static
+        support_values = jax.jit(lambda fn=fn: jnp.ravel(fn.enumerate_support(expand=False)))
+        values = jnp.asarray(np.unique(np.asarray(support_values())))
         pairs.append(_Pair(indicator, coefficient, shape, values))
     return tuple(pairs)
 
@@ -369,9 +356,9 @@ def _pair_sweep(
             {**others, pair.indicator: d.reshape(shape), pair.coefficient: c.reshape(shape)}
         )
 
-    def element(carry: tuple, j: jax.Array) -> tuple:
-        d, c, current, key = carry
-        key, key_value, key_normal, key_accept = jax.random.split(key, 4)
+    def element(carry: tuple, inputs: tuple) -> tuple:
+        d, c, current = carry
+        j, gumbel, normal, log_uniform = inputs
 
         def f(v: jax.Array, x: jax.Array) -> jax.Array:
             return at(d.at[j].set(v.astype(dtype_d)), c.at[j].set(x.astype(dtype_c)))
@@ -379,36 +366,46 @@ def _pair_sweep(
         a = jnp.asarray(anchor, dtype_c)
 
         def expansion(v: jax.Array) -> tuple:
-            # value, gradient and second derivative in one forward-over-reverse pass
-            value_and_gradient = jax.value_and_grad(partial(f, v))
-            (value, gradient), (_, second) = jax.jvp(value_and_gradient, (a,), (jnp.ones_like(a),))
+            # value, first and second derivative along the one coordinate: forward mode
+            # twice (a smaller program than a gradient over every site)
+            one = jnp.ones_like(a)
+
+            def value_and_slope(x: jax.Array) -> tuple:
+                return jax.jvp(partial(f, v), (x,), (one,))
+
+            (value, gradient), (_, second) = jax.jvp(value_and_slope, (a,), (one,))
             return value, gradient, -second
 
-        value, gradient, curvature = jax.vmap(expansion)(values)
-        mean, precision, log_weight = laplace_pair_proposal(value, gradient, curvature, a)
-        index = jax.random.categorical(key_value, log_weight)
-        proposed = mean[index] + jax.random.normal(key_normal, (), dtype_c) / jnp.sqrt(
-            precision[index]
-        )
-        proposed_density = f(values[index], proposed)
+        def density_at(index: jax.Array, coefficient: jax.Array) -> jax.Array:
+            return f(values[index], coefficient)
+
         current_index = jnp.argmax(values == d[j].astype(values.dtype))
-        log_ratio = mh_log_ratio(
-            current,
-            proposed_density,
-            pair_proposal_log_prob(log_weight, mean, precision, index, proposed),
-            pair_proposal_log_prob(log_weight, mean, precision, current_index, c[j]),
+        index, proposed, proposed_density, log_ratio, accept = paired_move(
+            jax.vmap(expansion)(values),
+            a,
+            density_at,
+            (current_index, c[j], current),
+            (gumbel, normal.astype(dtype_c), log_uniform),
         )
-        accept = jnp.log(jax.random.uniform(key_accept)) < log_ratio
         d = jnp.where(accept, d.at[j].set(values[index].astype(dtype_d)), d)
         c = jnp.where(accept, c.at[j].set(proposed.astype(dtype_c)), c)
         current = jnp.where(accept, proposed_density, current)
-        return (d, c, current, key), (accept_probability(log_ratio), accept)
+        return (d, c, current), (accept_probability(log_ratio), accept)
 
     d0 = jnp.ravel(z[pair.indicator])
     c0 = jnp.ravel(z[pair.coefficient])
     per_element: tuple[jax.Array, jax.Array]
-    carry, per_element = jax.lax.scan(element, (d0, c0, current, key), jnp.arange(d0.shape[0]))
-    d, c, current, _ = carry
+    size = d0.shape[0]
+    # every element's noise drawn at once: one random-bits program, not four per element
+    key_value, key_normal, key_accept = jax.random.split(key, 3)
+    noise = (
+        jnp.arange(size),
+        jax.random.gumbel(key_value, (size, values.shape[0]), dtype_c),
+        jax.random.normal(key_normal, (size,), dtype_c),
+        jnp.log(jax.random.uniform(key_accept, (size,), dtype_c)),
+    )
+    carry, per_element = jax.lax.scan(element, (d0, c0, current), noise)
+    d, c, current = carry
     probs, accepted = per_element
     z = {**z, pair.indicator: d.reshape(shape), pair.coefficient: c.reshape(shape)}
     return z, current, jnp.sum(probs), jnp.sum(accepted).astype(jnp.int32)
@@ -475,8 +472,8 @@ class PairedNUTS(MCMCKernel):
         anchor: float = 0.0,
         **nuts_options: Any,
     ) -> None:
-        self._paired = PairedGibbs(model, pairs, anchor=anchor)
         self._model = model
+        self._pair_names, self._anchor = check_pair_options("PairedNUTS", pairs, anchor)
         self._nuts_settings = nuts_settings("PairedNUTS", nuts_options)
         self._pairs: tuple[_Pair, ...] | None = None
         self._nuts_sample: Callable | None = None
@@ -517,7 +514,7 @@ class PairedNUTS(MCMCKernel):
     ) -> PairedNUTSState:
         kwargs = {} if model_kwargs is None else model_kwargs
         chains, model_trace = _setup_trace(self._model, rng_key, model_args, kwargs)
-        pairs = self._pairs = read_pairs("PairedNUTS", self._paired._pair_names, model_trace)
+        pairs = self._pairs = read_pairs("PairedNUTS", self._pair_names, model_trace)
         paired = paired_names(pairs)
         discrete = [n for n in discrete_latent_sites(model_trace) if n not in paired]
         if discrete:
@@ -589,7 +586,7 @@ class PairedNUTS(MCMCKernel):
         kwargs = {} if model_kwargs is None else model_kwargs
         pairs = self._pairs
         assert pairs is not None and self._nuts_sample is not None, "init first"
-        anchor = self._paired._anchor
+        anchor = self._anchor
         model = conditioned(self._model)
         chains = not is_prng_key(state.rng_key)
 
@@ -648,4 +645,6 @@ class PairedNUTS(MCMCKernel):
             out = constrain_fn(at_pairs, model_args, kwargs, others, return_deterministic=True)
             return {**out, **paired}
 
-        return fn
+        # MCMC calls this once outside its compiled loop (to size the collection): compiled,
+        # that is one program instead of one per operation of the model
+        return jax.jit(fn)

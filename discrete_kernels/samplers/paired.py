@@ -26,10 +26,21 @@ not a finite positive number is replaced by 1: any positive precision keeps the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .._xp import Array, array_namespace, logsumexp, nan_to
+from ..kernel import mh_log_ratio
+from ..validation import check_number
 
-__all__ = ["laplace_pair_proposal", "pair_proposal_log_prob"]
+__all__ = [
+    "check_pair_options",
+    "check_pair_sites",
+    "frozen_pairs_message",
+    "laplace_pair_proposal",
+    "pair_proposal_log_prob",
+    "paired_move",
+]
 
 #: the precision used where a value's curvature is not a finite positive number
 FALLBACK_PRECISION = 1.0
@@ -91,3 +102,101 @@ def pair_proposal_log_prob(
     h, m = precision[index], mean[index]
     residual = coefficient - m
     return log_value + 0.5 * xp.log(h / (2.0 * math.pi)) - 0.5 * h * residual * residual
+
+
+def paired_move(
+    expansion: tuple[Array, Array, Array],
+    anchor: float | Array,
+    density_at: Callable[[Array, Array], Array],
+    current: tuple[Array, Array, Array],
+    noise: tuple[Array, Array, Array],
+) -> tuple[Array, Array, Array, Array, Array]:
+    """One paired move of one element: draw ``(v', c')`` from the paired proposal and
+    accept or reject it.
+
+    Parameters
+    ----------
+    expansion : (log_density, gradient, curvature), arrays of shape (S,)
+        ``f_v(anchor)``, ``f_v'(anchor)``, ``-f_v''(anchor)`` for each indicator value.
+    anchor : float or scalar array
+    density_at : callable
+        ``(index, coefficient) -> f`` at the value of position ``index`` and ``coefficient``
+        (a scalar array).
+    current : (index, coefficient, log_density), scalar arrays
+        The element's current value's position among the values, its coefficient and the
+        model's log density there.
+    noise : (gumbel, normal, log_uniform)
+        Standard Gumbel noise of shape (S,) (the value's draw: ``argmax(log w + gumbel)``),
+        a standard normal (the coefficient's) and ``log u`` for the MH test, scalars.
+
+    Returns
+    -------
+    (index, coefficient, log_density, log_ratio, accepted) : scalar arrays
+        The proposal, its log density, ``log A`` and whether it was accepted (the caller
+        keeps the current pair otherwise).
+    """
+    xp = array_namespace(expansion[2])
+    gumbel, normal, log_uniform = noise
+    mean, precision, log_weight = laplace_pair_proposal(*expansion, anchor)
+    index = xp.argmax(log_weight + gumbel)
+    coefficient = mean[index] + normal / xp.sqrt(precision[index])
+    log_density = density_at(index, coefficient)
+    current_index, current_coefficient, current_density = current
+    log_ratio = mh_log_ratio(
+        current_density,
+        log_density,
+        pair_proposal_log_prob(log_weight, mean, precision, index, coefficient),
+        pair_proposal_log_prob(log_weight, mean, precision, current_index, current_coefficient),
+    )
+    return index, coefficient, log_density, log_ratio, log_uniform < log_ratio
+
+
+def check_pair_options(owner: str, pairs: Any, anchor: Any) -> tuple[dict[str, str], float]:
+    """The ``pairs=`` mapping (indicator site to coefficient site) as names and the
+    ``anchor`` as a finite float, or an error naming ``owner`` and what is allowed."""
+    if not isinstance(pairs, Mapping) or not pairs:
+        raise ValueError(
+            f"{owner}: pairs= maps each discrete site to the continuous site it gates, "
+            f"e.g. {{'gamma': 'beta'}}; got {pairs!r}."
+        )
+    names = {str(k): str(v) for k, v in pairs.items()}
+    return names, check_number(owner, "anchor", anchor, low=-math.inf, high=math.inf)
+
+
+def check_pair_sites(
+    owner: str,
+    indicator: str,
+    coefficient: str,
+    indicator_distribution: str | None,
+    coefficient_support: str | None,
+    shapes: tuple[tuple[int, ...], tuple[int, ...]],
+) -> None:
+    """Refuse a pair the move cannot update, naming the site: ``indicator_distribution``
+    is None for a discrete site with a finite support (else its distribution's name),
+    ``coefficient_support`` None for a coefficient on the real line (else its support),
+    ``shapes`` the two sites' shapes."""
+    if indicator_distribution is not None:
+        raise ValueError(
+            f"{owner}: the paired site {indicator!r} must be discrete with a finite "
+            f"support (Bernoulli, Categorical...); it is {indicator_distribution}."
+        )
+    if coefficient_support is not None:
+        raise ValueError(
+            f"{owner}: the coefficient site {coefficient!r} must have the real line "
+            f"as support (Normal, StudentT...); its support is {coefficient_support}."
+        )
+    if shapes[0] != shapes[1]:
+        raise ValueError(
+            f"{owner}: {indicator!r} has shape {shapes[0]} and {coefficient!r} has shape "
+            f"{shapes[1]}; paired sites pair element by element and need one shape."
+        )
+
+
+def frozen_pairs_message(owner: str, names: Any, num_warmup: int) -> str:
+    """The warning of a chain whose paired moves were all rejected in warmup's second
+    half."""
+    return (
+        f"{owner}: no paired move of {sorted(names)} was accepted in the last half of the "
+        f"{int(num_warmup)} warmup steps: the chain is frozen. Check the model's log density "
+        "at the start (finite?), or try another anchor=."
+    )

@@ -18,7 +18,6 @@ from jax import random
 from numpyro.infer import MCMC, NUTS, Gibbs
 
 import numpyro_ext as nx
-import numpyro_ext.paired as paired_module
 from benchmarks import user_models as um
 from discrete_kernels.samplers import paired as core
 from tests.mc import assert_mc_close
@@ -108,7 +107,7 @@ def test_a_wrong_reverse_proposal_is_detected(monkeypatch):
     def value_only(log_weight, mean, precision, index, coefficient):
         return log_weight[index] - core.logsumexp(log_weight)
 
-    monkeypatch.setattr(paired_module, "pair_proposal_log_prob", value_only)
+    monkeypatch.setattr(core, "pair_proposal_log_prob", value_only)
     draws = run_alone(draws=1500)
     with pytest.raises(AssertionError):
         assert_mc_close(draws, exact_moments(), num_se=4.0)
@@ -151,28 +150,29 @@ def test_beside_nuts_matches_the_variable_selection_reference():
         ({}, "pairs= maps"),
     ],
 )
-def test_bad_pairs_are_refused_with_the_site(pairs, match):
-    kernel = lambda: nx.PairedGibbs(selection, pairs=pairs)  # noqa: E731
-    with pytest.raises(ValueError, match=match):
-        MCMC(kernel(), num_warmup=2, num_samples=2, progress_bar=False).run(
+@pytest.mark.parametrize("kind", ["PairedGibbs", "PairedNUTS"])
+def test_bad_pairs_are_refused_with_the_site(pairs, match, kind):
+    # the error names the kernel the user built
+    model = selection if kind == "PairedGibbs" else _with_scale
+    with pytest.raises(ValueError, match=f"{kind}.*{match}"):
+        kernel = getattr(nx, kind)(model, pairs=pairs)
+        MCMC(kernel, num_warmup=2, num_samples=2, progress_bar=False).run(
             random.key(0), *selection_data()
         )
 
 
 def test_other_latent_sites_need_a_gibbs_block():
-    with_scale = _with_scale
-
     with pytest.raises(ValueError, match=r"latent sites \['sigma'\].*Gibbs"):
         MCMC(
-            nx.PairedGibbs(with_scale, pairs={"gamma": "beta"}),
+            nx.PairedGibbs(_with_scale, pairs={"gamma": "beta"}),
             num_warmup=2,
             num_samples=2,
             progress_bar=False,
         ).run(random.key(0), *selection_data())
     kernel = Gibbs(
         [
-            (nx.PairedGibbs(with_scale, pairs={"gamma": "beta"}), ["gamma", "beta"]),
-            (NUTS(with_scale), None),
+            (nx.PairedGibbs(_with_scale, pairs={"gamma": "beta"}), ["gamma", "beta"]),
+            (NUTS(_with_scale), None),
         ]
     )
     mcmc = MCMC(kernel, num_warmup=20, num_samples=20, progress_bar=False)
@@ -238,6 +238,6 @@ def test_a_chain_whose_paired_moves_all_fail_says_so(monkeypatch, kind):
         mean, precision, log_weight = real(*args)
         return mean * np.nan, precision, log_weight
 
-    monkeypatch.setattr(paired_module, "laplace_pair_proposal", nan_mean)
+    monkeypatch.setattr(core, "laplace_pair_proposal", nan_mean)
     (message,) = run()
     assert f"{kind}: no paired move of ['beta', 'gamma']" in message
