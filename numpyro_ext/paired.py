@@ -35,6 +35,7 @@ from discrete_kernels.samplers.paired import (
     check_pair_options,
     check_pair_sites,
     frozen_pairs_message,
+    innermost_distribution,
     paired_move,
 )
 
@@ -278,6 +279,13 @@ def paired_names(pairs: tuple[_Pair, ...]) -> set[str]:
     return {n for p in pairs for n in (p.indicator, p.coefficient)}
 
 
+def _real_line(support: Any) -> bool:
+    """The real line, also as the support of a ``to_event`` coefficient."""
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return support is constraints.real
+
+
 def read_pairs(owner: str, pair_names: Mapping[str, str], model_trace: dict) -> tuple[_Pair, ...]:
     """The pairs of ``pair_names`` (indicator to coefficient) read from a prior draw of the
     model, each checked: latent sample sites, a discrete indicator with a finite support, a
@@ -288,7 +296,7 @@ def read_pairs(owner: str, pair_names: Mapping[str, str], model_trace: dict) -> 
             site = model_trace.get(name)
             if site is None or site["type"] != "sample" or site["is_observed"]:
                 raise ValueError(f"{owner}: {name!r} is not a latent sample site of the model.")
-        fn = model_trace[indicator]["fn"]
+        fn = innermost_distribution(model_trace[indicator]["fn"])
         finite = fn.has_enumerate_support and getattr(fn, "is_discrete", False)
         support = model_trace[coefficient]["fn"].support
         shape = tuple(jnp.shape(model_trace[indicator]["value"]))
@@ -297,7 +305,7 @@ def read_pairs(owner: str, pair_names: Mapping[str, str], model_trace: dict) -> 
             indicator,
             coefficient,
             None if finite else type(fn).__name__,
-            None if support is constraints.real else str(support),
+            None if _real_line(support) else str(support),
             (shape, tuple(jnp.shape(model_trace[coefficient]["value"]))),
         )
         # one compiled program, not one per operation; the support's values are static

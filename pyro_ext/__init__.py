@@ -13,6 +13,7 @@ from .driver import DiscreteKernel
 from .esh import ESH
 from .gibbs import Gibbs
 from .kernels import AB, ACS, DMALA, DULA, GWG, DiscreteGibbs, PlateGibbs
+from .paired import PairedGibbs
 
 __all__ = [
     "AB",
@@ -28,6 +29,7 @@ __all__ = [
     "Gibbs",
     "Integer",
     "Ordinal",
+    "PairedGibbs",
     "PlateGibbs",
     "discrete_sites",
     "to_arviz",

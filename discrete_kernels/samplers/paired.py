@@ -37,6 +37,7 @@ __all__ = [
     "check_pair_options",
     "check_pair_sites",
     "frozen_pairs_message",
+    "innermost_distribution",
     "laplace_pair_proposal",
     "pair_proposal_log_prob",
     "paired_move",
@@ -200,3 +201,12 @@ def frozen_pairs_message(owner: str, names: Any, num_warmup: int) -> str:
         f"{int(num_warmup)} warmup steps: the chain is frozen. Check the model's log density "
         "at the start (finite?), or try another anchor=."
     )
+
+
+def innermost_distribution(fn: Any) -> Any:
+    """The distribution under NumPyro's, Pyro's and torch's wrappers (``to_event``,
+    ``expand``, ``mask``: each keeps it as ``base_dist``), whose support and enumeration an
+    element-wise move reads."""
+    while hasattr(fn, "base_dist"):
+        fn = fn.base_dist
+    return fn

@@ -1,28 +1,24 @@
 """PairedGibbs (NumPyro): an indicator and its coefficient drawn together.
 
-The exact answer of a two-predictor Kuo-Mallick regression with a Student-t likelihood (so
-that the paired proposal is not exact and the MH step matters) comes from the four subsets,
-each integrated over its coefficients on a grid."""
+The exact answers: :mod:`tests.paired_exact`."""
 
 from __future__ import annotations
 
-import functools
 import warnings
 
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
-import scipy.stats
 from jax import random
 from numpyro.infer import MCMC, NUTS, Gibbs
 
 import numpyro_ext as nx
 from benchmarks import user_models as um
 from discrete_kernels.samplers import paired as core
+from tests import paired_exact as exact
 from tests.mc import assert_mc_close
-
-SCALE, DF, INCLUSION = 0.8, 4.0, 0.4
+from tests.paired_exact import DF, INCLUSION, SCALE, exact_moments, selection_data
 
 
 def selection(x, y):
@@ -33,46 +29,8 @@ def selection(x, y):
         numpyro.sample("y", dist.StudentT(DF, x @ (gamma * beta), SCALE), obs=y)
 
 
-def selection_data() -> tuple:
-    rng = np.random.default_rng(11)
-    x = rng.standard_normal((30, 2))
-    x[:, 1] = 0.5 * x[:, 0] + 0.9 * x[:, 1]
-    y = x @ np.array([0.6, 0.25]) + SCALE * rng.standard_t(DF, 30)
-    return np.asarray(x, np.float32), np.asarray(y, np.float32)
-
-
-@functools.lru_cache(maxsize=4)
-def exact_moments(points: int = 401) -> np.ndarray:
-    """P(gamma_0), P(gamma_1), E[beta_0], E[beta_1], E[beta_0^2]: the subsets summed, each
-    subset's included coefficients integrated on a grid (an excluded coefficient keeps its
-    prior: mean 0, second moment 1)."""
-    x, y = selection_data()
-    grid = np.linspace(-2.5, 3.0, points)
-    step = grid[1] - grid[0]
-    b0, b1 = np.meshgrid(grid, grid, indexing="ij")
-    log_prior_b = scipy.stats.norm.logpdf(b0) + scipy.stats.norm.logpdf(b1)
-    mass, moments = [], []
-    for g0 in (0, 1):
-        for g1 in (0, 1):
-            mean = (g0 * b0)[..., None] * x[:, 0] + (g1 * b1)[..., None] * x[:, 1]
-            # Student-t log density without its constant (the same in every subset)
-            log_lik = -0.5 * (DF + 1) * np.log1p(((y - mean) / SCALE) ** 2 / DF).sum(-1)
-            log_w = log_lik + log_prior_b
-            top = log_w.max()
-            w = np.exp(log_w - top) * step * step
-            z = w.sum()
-            log_prior_g = (g0 + g1) * np.log(INCLUSION) + (2 - g0 - g1) * np.log1p(-INCLUSION)
-            mass.append(np.log(z) + top + log_prior_g)
-            moments.append(
-                [g0, g1, (w * b0).sum() / z, (w * b1).sum() / z, (w * b0 * b0).sum() / z]
-            )
-    mass = np.exp(np.array(mass) - max(mass))
-    return (mass[:, None] * np.array(moments)).sum(0) / mass.sum()
-
-
 def statistics(samples: dict) -> np.ndarray:
-    gamma, beta = np.asarray(samples["gamma"], float), np.asarray(samples["beta"])
-    return np.concatenate([gamma, beta, beta[..., :1] ** 2], -1)
+    return exact.statistics(samples["gamma"], samples["beta"])
 
 
 def run_alone(seed: int = 0, draws: int = 3000) -> np.ndarray:
@@ -113,13 +71,20 @@ def test_a_wrong_reverse_proposal_is_detected(monkeypatch):
         assert_mc_close(draws, exact_moments(), num_se=4.0)
 
 
-def test_a_gaussian_conditional_is_proposed_exactly():
+@pytest.mark.parametrize("form", ["plate", "to_event"])
+def test_a_gaussian_conditional_is_proposed_exactly(form):
     # the Kuo-Mallick regression with a Gaussian likelihood and a fixed noise scale: the
-    # proposal is the pair's exact conditional, so every move is accepted
+    # proposal is the pair's exact conditional, so every move is accepted (sites in a plate,
+    # or written with expand and to_event)
     def gaussian(x, y):
-        with numpyro.plate("predictors", x.shape[1]):
-            gamma = numpyro.sample("gamma", dist.Bernoulli(INCLUSION))
-            beta = numpyro.sample("beta", dist.Normal(0.0, 1.0))
+        if form == "plate":
+            with numpyro.plate("predictors", x.shape[1]):
+                gamma = numpyro.sample("gamma", dist.Bernoulli(INCLUSION))
+                beta = numpyro.sample("beta", dist.Normal(0.0, 1.0))
+        else:
+            p = x.shape[1]
+            gamma = numpyro.sample("gamma", dist.Bernoulli(INCLUSION).expand([p]).to_event(1))
+            beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([p]).to_event(1))
         with numpyro.plate("rows", x.shape[0]):
             numpyro.sample("y", dist.Normal(x @ (gamma * beta), SCALE), obs=y)
 
