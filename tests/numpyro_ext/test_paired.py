@@ -52,6 +52,9 @@ def test_the_grid_answer_is_resolved():
     coarse, fine = exact_moments(), exact_moments(points=801)
     assert np.abs(coarse - fine).max() < 1e-4
     assert 0.1 < coarse[1] < 0.9  # the second inclusion is uncertain: both states matter
+    # the same for the unknown-scale model's sigma grid
+    coarse, fine = exact.exact_moments_with_scale(750), exact.exact_moments_with_scale()
+    assert np.abs(coarse - fine).max() < 1e-4
 
 
 def test_paired_gibbs_alone_matches_the_exact_posterior():
@@ -156,6 +159,25 @@ def test_paired_nuts_matches_the_variable_selection_reference():
     from tests.test_user_models import check
 
     check("variable_selection", "PairedNUTS", warmup=300, samples=1000, chains=2)
+
+
+@pytest.mark.parametrize("kind", ["PairedNUTS", "Gibbs"])
+def test_with_nuts_matches_the_exact_posterior_with_an_unknown_scale(kind):
+    # the Gaussian model with sigma ~ HalfNormal(1): subsets enumerated, coefficients
+    # integrated in closed form given sigma, sigma on a grid (tests.paired_exact)
+    if kind == "PairedNUTS":
+        kernel = nx.PairedNUTS(_with_scale, pairs={"gamma": "beta"})
+        chains = {"num_chains": 4, "chain_method": "vectorized"}
+    else:
+        paired = nx.PairedGibbs(_with_scale, pairs={"gamma": "beta"})
+        kernel = Gibbs([(paired, ["gamma", "beta"]), (NUTS(_with_scale), None)])
+        chains = {"num_chains": 2, "chain_method": "sequential"}
+    mcmc = MCMC(kernel, num_warmup=300, num_samples=1000, progress_bar=False, **chains)
+    mcmc.run(random.key(2), *selection_data())
+    samples = mcmc.get_samples(group_by_chain=True)
+    gamma, beta = np.asarray(samples["gamma"], float), np.asarray(samples["beta"])
+    stats = np.concatenate([gamma, beta, np.asarray(samples["sigma"])[..., None]], -1)
+    assert_mc_close(stats, exact.exact_moments_with_scale(), num_se=4.0)
 
 
 def test_paired_nuts_refuses_a_model_without_other_sites():
