@@ -69,6 +69,7 @@ SCRIPTS = {
     "ebm_pcd_kernels": "PCD with library kernels: the torch trainer against the JAX one",
     "plate_table_cost": "a plate site's exact table against one value_and_grad, N to 10^5",
     "pyro_chain": "Pyro's PlateGibbs colour sweep on a chain against DiscreteGibbs and DMALA",
+    "pyro_paired": "Pyro's PairedGibbs on variable selection against DiscreteGibbs and DMALA",
     "user_suite": "models users write, exact answers: every kernel against NumPyro's built-ins",
     "multi_process": "two local processes against one, JAX and torch: sampling and EBM training",
     "count_models": "count latents: DMALA's window proposal against DiscreteHMCGibbs",

@@ -100,13 +100,18 @@ def rbm_log_density(params: tuple) -> Callable:
 
 
 def ess(values: Any) -> float:
-    """Multi-chain effective sample size of draws of shape (chains, draws)."""
+    """Multi-chain effective sample size of draws of shape (chains, draws); of draws of
+    several statistics, shape (chains, draws, k), the smallest (a statistic without spread,
+    whose ESS is undefined, is left out)."""
     from numpyro.diagnostics import effective_sample_size
 
     values = np.asarray(values, np.float64)
     if values.ndim == 1:
         values = values[None]
-    return float(effective_sample_size(values))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        each = np.atleast_1d(np.asarray(effective_sample_size(values), np.float64))
+    finite = each[np.isfinite(each)]
+    return float(finite.min()) if finite.size else float("nan")
 
 
 #: an ESS below this makes a single run's ESS (and any ratio of two) uncertain by factors
