@@ -310,11 +310,14 @@ def test_recommended_kernel_matches_the_exact_answer(name):
 #: (too few excursions for an honest ESS), at 1,000 and 6,000 they pass on two seeds
 SLOW_RUNS = {"variable_selection": (1000, 6000)}
 
+#: findings (tests below): kernels of the suite that are wrong on a model at the test's size
+FINDINGS = {("cjs", "GWG"), ("ssvs", "DMALA"), ("ssvs", "AB"), ("ssvs", "MixedHMC")}
+
 OTHERS = [
     (name, kernel)
     for name, entry in um.MODELS.items()
     for kernel in [*entry.kernels, *entry.builtins]
-    if kernel != entry.recommended and (name, kernel) != ("cjs", "GWG")  # a finding: below
+    if kernel != entry.recommended and (name, kernel) not in FINDINGS
 ]
 
 
@@ -335,6 +338,20 @@ def test_other_kernels_match_the_exact_answer(name, kernel):
 )
 def test_gwg_beside_nuts_on_the_capture_recapture_scan_model():
     check("cjs", "GWG", warmup=500, samples=4000, chains=1)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="SSVS (beta_j ~ Normal(0, 0.01) when excluded): DMALA and AB as Gibbs blocks next "
+    "to NUTS and NumPyro's MixedHMC keep gamma_1 at 1 in all 4 x 2,000 draws (exact 0.936; "
+    "|z| 15-64). Switching it off is likely only while NUTS holds beta_1 within a few spike "
+    "widths of 0, and their proposals miss that window; PlateGibbs, GWG, ACS, "
+    "DiscreteHMCGibbs, MarginalNUTS and the paired kernels are right (found 2026-11-29)",
+    strict=True,
+)
+@pytest.mark.parametrize("kernel", ["DMALA", "AB", "MixedHMC"])
+def test_some_kernels_never_switch_an_ssvs_indicator_off(kernel):
+    check("ssvs", kernel, warmup=500, samples=2000)
 
 
 @pytest.mark.slow
