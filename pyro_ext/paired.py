@@ -122,8 +122,8 @@ class PairedGibbs(MCMCKernel):
         z = {n: as_tensor(params[n]).detach() for n in self._names()}
         with torch.no_grad():
             current = log_joint(z)
-        total_accept = torch.zeros((), dtype=current.dtype)
-        moves, count = torch.zeros((), dtype=torch.int64), 0
+        total_accept = torch.zeros((), dtype=current.dtype, device=current.device)
+        moves, count = torch.zeros((), dtype=torch.int64, device=current.device), 0
         for pair in self._pairs:
             z, current, accept, accepted = _pair_sweep(log_joint, z, current, pair, self._anchor)
             total_accept, moves = total_accept + accept, moves + accepted
@@ -217,15 +217,18 @@ def _pair_sweep(
     values, their log density, the summed acceptance probabilities and the accepted moves."""
     d = z[pair.indicator].reshape(-1).clone()
     c = z[pair.coefficient].reshape(-1).clone()
-    values = pair.values.to(c.dtype)
+    values = pair.values.to(device=c.device, dtype=c.dtype)
     size, num_values = d.shape[0], values.shape[0]
-    a = torch.as_tensor(anchor, dtype=c.dtype)
-    positions = torch.arange(size)
+    # on the coefficient's device and in its dtype, as the model's values are
+    like = {"dtype": c.dtype, "device": c.device}
+    a = torch.as_tensor(anchor, **like)
+    positions = torch.arange(size, device=c.device)
     # every element's noise drawn at once
-    gumbel = -torch.log(-torch.log(torch.rand(size, num_values, dtype=c.dtype)))
-    normal = torch.randn(size, dtype=c.dtype)
-    log_uniform = torch.log(torch.rand(size, dtype=c.dtype))
-    total, accepted = torch.zeros((), dtype=c.dtype), torch.zeros((), dtype=torch.int64)
+    gumbel = -torch.log(-torch.log(torch.rand(size, num_values, **like)))
+    normal = torch.randn(size, **like)
+    log_uniform = torch.log(torch.rand(size, **like))
+    total = torch.zeros((), **like)
+    accepted = torch.zeros((), dtype=torch.int64, device=c.device)
     for j in range(size):
         at_j = positions == j
 
