@@ -11,7 +11,8 @@ from .driver import DiscreteKernel, DiscreteState
 from .esh import ESH, ESHState, JarzynskiResult, esh_jarzynski
 from .kernels import AB, ACS, DMALA, DULA, GWG, PlateGibbs
 from .marginal import MarginalNUTS, MarginalNUTSState
-from .paired import PairedGibbs, PairedGibbsState, PairedNUTS, PairedNUTSState
+from .paired import PairedGibbs, PairedGibbsState
+from .paired_nuts import PairedNUTS, PairedNUTSState
 
 __all__ = [
     "AB",

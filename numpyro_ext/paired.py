@@ -15,18 +15,14 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpyro import handlers
 from numpyro.distributions import constraints
 from numpyro.handlers import seed, substitute, trace
 from numpyro.infer.gibbs import (
     conditioned,
-    discrete_latent_sites,
     prototype_trace,
-    with_conditioning,
 )
-from numpyro.infer.hmc import hmc
 from numpyro.infer.mcmc import MCMCKernel
-from numpyro.infer.util import constrain_fn, initialize_model, log_density, potential_energy
+from numpyro.infer.util import log_density
 from numpyro.util import identity, is_prng_key
 
 from discrete_kernels import validation as checks
@@ -36,15 +32,14 @@ from discrete_kernels.samplers.paired import (
     check_pair_sites,
     frozen_pairs_message,
     innermost_distribution,
+    innermost_support,
     paired_move,
 )
 
-from ._once import run_once
 from ._prior_trace import prior_trace
 from .driver import callback_when
-from .marginal import nuts_progress_text, nuts_settings, start_nuts
 
-__all__ = ["PairedGibbs", "PairedGibbsState", "PairedNUTS", "PairedNUTSState"]
+__all__ = ["PairedGibbs", "PairedGibbsState", "paired_names", "paired_sweep", "read_pairs"]
 
 
 class PairedGibbsState(NamedTuple):
@@ -74,7 +69,7 @@ class PairedGibbsState(NamedTuple):
     rng_key: jax.Array
 
 
-class _Pair(NamedTuple):
+class Pair(NamedTuple):
     indicator: str
     coefficient: str
     shape: tuple[int, ...]
@@ -119,7 +114,7 @@ class PairedGibbs(MCMCKernel):
     def __init__(self, model: Callable, pairs: Mapping[str, str], *, anchor: float = 0.0) -> None:
         self._model = model
         self._pair_names, self._anchor = check_pair_options("PairedGibbs", pairs, anchor)
-        self._pairs: tuple[_Pair, ...] | None = None
+        self._pairs: tuple[Pair, ...] | None = None
         self._num_warmup = 0
         self._has_deterministic = False
 
@@ -165,10 +160,10 @@ class PairedGibbs(MCMCKernel):
 
         return fn
 
-    def _setup(self, model_trace: dict) -> tuple[_Pair, ...]:
+    def _setup(self, model_trace: dict) -> tuple[Pair, ...]:
         pairs = read_pairs("PairedGibbs", self._pair_names, model_trace)
         paired = paired_names(pairs)
-        others = _other_latent_sites(model_trace, paired)
+        others = other_latent_sites(model_trace, paired)
         if others:
             raise ValueError(
                 f"PairedGibbs samples only its pairs; the model also has latent sites {others}: "
@@ -187,7 +182,7 @@ class PairedGibbs(MCMCKernel):
         model_kwargs: dict | None,
     ) -> PairedGibbsState:
         kwargs = {} if model_kwargs is None else model_kwargs
-        chains, model_trace = _setup_trace(self._model, rng_key, model_args, kwargs)
+        chains, model_trace = setup_trace(self._model, rng_key, model_args, kwargs)
         self._pairs = self._setup(model_trace)
         self._has_deterministic = any(s["type"] == "deterministic" for s in model_trace.values())
         self._num_warmup = int(num_warmup)
@@ -255,7 +250,7 @@ def frozen_check(owner: str, names: set[str], step: jax.Array, moves: jax.Array,
         callback_when(fire, warn_frozen, owner, names, end)
 
 
-def _setup_trace(model: Callable, rng_key: jax.Array, model_args: tuple, kwargs: dict) -> tuple:
+def setup_trace(model: Callable, rng_key: jax.Array, model_args: tuple, kwargs: dict) -> tuple:
     """Whether ``rng_key`` holds one key per vectorised chain, and a prior draw of the model
     (from the first chain's key; a fixed key under a transform of the whole run: the setup
     reads shapes and supports only)."""
@@ -266,7 +261,7 @@ def _setup_trace(model: Callable, rng_key: jax.Array, model_args: tuple, kwargs:
     return chains, prior_trace(model, key, model_args, kwargs)
 
 
-def _other_latent_sites(model_trace: dict, paired: set[str]) -> list[str]:
+def other_latent_sites(model_trace: dict, paired: set[str]) -> list[str]:
     return [
         name
         for name, site in model_trace.items()
@@ -274,19 +269,12 @@ def _other_latent_sites(model_trace: dict, paired: set[str]) -> list[str]:
     ]
 
 
-def paired_names(pairs: tuple[_Pair, ...]) -> set[str]:
+def paired_names(pairs: tuple[Pair, ...]) -> set[str]:
     """The names of every paired site."""
     return {n for p in pairs for n in (p.indicator, p.coefficient)}
 
 
-def _real_line(support: Any) -> bool:
-    """The real line, also as the support of a ``to_event`` coefficient."""
-    while isinstance(support, constraints.independent):
-        support = support.base_constraint
-    return support is constraints.real
-
-
-def read_pairs(owner: str, pair_names: Mapping[str, str], model_trace: dict) -> tuple[_Pair, ...]:
+def read_pairs(owner: str, pair_names: Mapping[str, str], model_trace: dict) -> tuple[Pair, ...]:
     """The pairs of ``pair_names`` (indicator to coefficient) read from a prior draw of the
     model, each checked: latent sample sites, a discrete indicator with a finite support, a
     coefficient on the real line, one shape."""
@@ -305,20 +293,20 @@ def read_pairs(owner: str, pair_names: Mapping[str, str], model_trace: dict) -> 
             indicator,
             coefficient,
             None if finite else type(fn).__name__,
-            None if _real_line(support) else str(support),
+            None if innermost_support(support) is constraints.real else str(support),
             (shape, tuple(jnp.shape(model_trace[coefficient]["value"]))),
         )
         # one compiled program, not one per operation; the support's values are static
         support_values = jax.jit(lambda fn=fn: jnp.ravel(fn.enumerate_support(expand=False)))
         values = jnp.asarray(np.unique(np.asarray(support_values())))
-        pairs.append(_Pair(indicator, coefficient, shape, values))
+        pairs.append(Pair(indicator, coefficient, shape, values))
     return tuple(pairs)
 
 
 def paired_sweep(
     log_joint: Callable[[dict], jax.Array],
     z: dict,
-    pairs: tuple[_Pair, ...],
+    pairs: tuple[Pair, ...],
     anchor: float,
     key: jax.Array,
 ) -> tuple[dict, jax.Array, jax.Array]:
@@ -346,7 +334,7 @@ def _pair_sweep(
     log_joint: Callable[[dict], jax.Array],
     z: dict,
     current: jax.Array,
-    pair: _Pair,
+    pair: Pair,
     anchor: float,
     key: jax.Array,
 ) -> tuple[dict, jax.Array, jax.Array, jax.Array]:
@@ -417,242 +405,3 @@ def _pair_sweep(
     probs, accepted = per_element
     z = {**z, pair.indicator: d.reshape(shape), pair.coefficient: c.reshape(shape)}
     return z, current, jnp.sum(probs), jnp.sum(accepted).astype(jnp.int32)
-
-
-class PairedNUTSState(NamedTuple):
-    """State of :class:`PairedNUTS`.
-
-    Attributes
-    ----------
-    z : dict
-        The paired sites' values and NUTS's (unconstrained) values of the other sites.
-    accept_prob : scalar array
-        The mean acceptance probability of the last sweep's paired moves.
-    num_moves : integer scalar array
-        Paired moves accepted in the last sweep.
-    num_warmup_moves : integer scalar array
-        Paired moves accepted in the second half of warmup (the frozen-chain check).
-    diverging : bool scalar array
-        Whether NUTS's last trajectory diverged.
-    hmc_state : numpyro.infer.hmc.HMCState
-        NUTS's state on the other sites.
-    rng_key : key
-    """
-
-    z: dict
-    accept_prob: jax.Array
-    num_moves: jax.Array
-    num_warmup_moves: jax.Array
-    diverging: jax.Array
-    hmc_state: Any
-    rng_key: jax.Array
-
-
-class PairedNUTS(MCMCKernel):
-    """NUTS on a model's continuous sites and, after each NUTS step, a sweep of paired moves
-    (:class:`PairedGibbs`): each inclusion indicator drawn together with its coefficient.
-
-    The whole-model kernel for spike-and-slab and variable-selection models whose other
-    latent sites (a noise scale, an intercept) are continuous: one compiled program for every
-    vectorised chain (``chain_method="vectorized"``), where ``numpyro.infer.Gibbs`` runs its
-    chains one after another. NUTS (NumPyro's, adapted in warmup as usual) sees the model
-    conditioned on the paired sites' current values; its cached potential and gradient are
-    recomputed after each sweep (one gradient evaluation).
-
-    Parameters
-    ----------
-    model : the NumPyro model
-    pairs : mapping
-        Discrete site name to continuous site name, as in :class:`PairedGibbs`.
-    anchor : float
-        Where each paired move's Newton step starts (:class:`PairedGibbs`).
-    **nuts_options
-        :class:`numpyro.infer.NUTS`'s options, with its defaults; another name is an error.
-    """
-
-    sample_field = "z"
-
-    def __init__(
-        self,
-        model: Callable,
-        pairs: Mapping[str, str],
-        *,
-        anchor: float = 0.0,
-        **nuts_options: Any,
-    ) -> None:
-        self._model = model
-        self._pair_names, self._anchor = check_pair_options("PairedNUTS", pairs, anchor)
-        self._nuts_settings = nuts_settings("PairedNUTS", nuts_options)
-        self._pairs: tuple[_Pair, ...] | None = None
-        self._nuts_sample: Callable | None = None
-        self._num_warmup = 0
-
-    @property
-    def model(self) -> Callable:
-        return self._model
-
-    @property
-    def default_fields(self) -> tuple[str, ...]:
-        return ("z", "diverging")
-
-    @property
-    def _sample_fn(self) -> Any:
-        # MCMC initialises the kernel while this is None
-        return self._nuts_sample
-
-    def get_diagnostics_str(self, state: PairedNUTSState) -> str:
-        paired = f"paired acc. prob={float(np.mean(state.accept_prob)):.2f}"
-        return f"{nuts_progress_text(state.hmc_state)}, {paired}"
-
-    def _potential_gen(self, *args: Any, **kwargs: Any) -> Callable:
-        """The potential energy of the other sites at the data and the paired sites' values
-        (both in ``kwargs``, the latter as conditioning values)."""
-        return partial(potential_energy, conditioned(self._model), args, kwargs)
-
-    def _paired_values(self, z: dict) -> dict:
-        return {name: z[name] for name in paired_names(self._pairs or ())}
-
-    def init(
-        self,
-        rng_key: jax.Array,
-        num_warmup: int,
-        init_params: dict | None,
-        model_args: tuple,
-        model_kwargs: dict | None,
-    ) -> PairedNUTSState:
-        kwargs = {} if model_kwargs is None else model_kwargs
-        chains, model_trace = _setup_trace(self._model, rng_key, model_args, kwargs)
-        pairs = self._pairs = read_pairs("PairedNUTS", self._pair_names, model_trace)
-        paired = paired_names(pairs)
-        discrete = [n for n in discrete_latent_sites(model_trace) if n not in paired]
-        if discrete:
-            raise ValueError(
-                f"PairedNUTS: the model has discrete latent sites {discrete} outside the pairs; "
-                "NUTS cannot move them. Use a numpyro.infer.Gibbs block of PairedGibbs, a "
-                "discrete kernel for them and NUTS."
-            )
-        others = _other_latent_sites(model_trace, paired)
-        if not others:
-            raise ValueError(
-                "PairedNUTS: the model has no latent site outside the pairs; use "
-                "nx.PairedGibbs(model, pairs=...)."
-            )
-        given = {} if init_params is None else dict(init_params)
-        paired_start = {k: v for k, v in given.items() if k in paired}
-        nuts_start = {k: v for k, v in given.items() if k not in paired} or None
-        settings = dict(self._nuts_settings)
-        init_strategy = settings.pop("init_strategy")
-        nuts_init, nuts_sample = hmc(
-            potential_fn_gen=self._potential_gen, kinetic_fn=settings.pop("kinetic_fn"), algo="NUTS"
-        )
-        model = conditioned(self._model)
-
-        def start(key: Any, paired_given: dict, params: Any) -> PairedNUTSState:
-            key_pairs, key_start, key_nuts, key_next = jax.random.split(key, 4)
-            prior = prototype_trace(model, key_pairs, model_args, kwargs)
-            values = {n: jnp.asarray(paired_given.get(n, prior[n]["value"])) for n in paired}
-            with_pairs = with_conditioning(kwargs, values)
-            if params is None:
-                params = initialize_model(
-                    key_start,
-                    model,
-                    init_strategy=init_strategy,
-                    model_args=model_args,
-                    model_kwargs=with_pairs,
-                ).param_info.z
-            hmc_state = start_nuts(
-                nuts_init, settings, params, num_warmup, model_args, with_pairs, key_nuts
-            )
-            zero = jnp.zeros((), jnp.int32)
-            return PairedNUTSState(
-                {**hmc_state.z, **values},
-                jnp.zeros(()),
-                zero,
-                zero,
-                hmc_state.diverging,
-                hmc_state,
-                key_next,
-            )
-
-        # one compiled program for the start of every chain (NUTS's setup run op by op
-        # compiles one small program per operation)
-        run = jax.vmap(start) if chains else start  # init_params: one per chain
-        state = run_once(run, rng_key, paired_start, nuts_start)
-        energy = np.asarray(state.hmc_state.potential_energy)
-        if not np.all(np.isfinite(energy)):
-            raise RuntimeError(
-                f"PairedNUTS: the model has no finite log density at the start (potential "
-                f"energy {energy.tolist()}): give init_params or another init_strategy."
-            )
-        self._nuts_sample = nuts_sample  # batched in sample, with each chain's pairs
-        self._num_warmup = int(num_warmup)
-        return state
-
-    def sample(
-        self, state: PairedNUTSState, model_args: tuple, model_kwargs: dict | None
-    ) -> PairedNUTSState:
-        kwargs = {} if model_kwargs is None else model_kwargs
-        pairs = self._pairs
-        assert pairs is not None and self._nuts_sample is not None, "init first"
-        anchor = self._anchor
-        model = conditioned(self._model)
-        chains = not is_prng_key(state.rng_key)
-
-        def sweep(z: dict, key: jax.Array) -> tuple:
-            paired = self._paired_values(z)
-            others = {k: v for k, v in z.items() if k not in paired}
-            with_pairs = with_conditioning(kwargs, paired)
-            constrained = constrain_fn(model, model_args, with_pairs, others)
-            given_others = with_conditioning(kwargs, constrained)
-
-            def log_joint(values: dict) -> jax.Array:
-                return log_density(model, model_args, given_others, values)[0]
-
-            key_sweep, key_next = jax.random.split(key)
-            return (*paired_sweep(log_joint, paired, pairs, anchor, key_sweep), key_next)
-
-        def refreshed(hmc_state: Any, paired: dict) -> Any:
-            # NUTS caches the potential and its gradient at its current point: recompute
-            # them for the new conditioning
-            potential = self._potential_gen(*model_args, **with_conditioning(kwargs, paired))
-            energy, grad = jax.value_and_grad(potential)(hmc_state.z)
-            return hmc_state._replace(potential_energy=energy, z_grad=grad)
-
-        paired, accept_prob, moves, key = (jax.vmap(sweep) if chains else sweep)(
-            state.z, state.rng_key
-        )
-
-        def nuts_step(hmc_state: Any, paired: dict) -> Any:
-            hmc_state = refreshed(hmc_state, paired)
-            return nuts_sample(hmc_state, model_args, with_conditioning(kwargs, paired))
-
-        nuts_sample = self._nuts_sample
-        hmc_state = (jax.vmap(nuts_step) if chains else nuts_step)(state.hmc_state, paired)
-        end = self._num_warmup
-        step = state.hmc_state.i  # this step's index (NUTS counts its own steps)
-        in_half = (step >= end - end // 2) & (step < end)
-        warmup_moves = state.num_warmup_moves + jnp.where(in_half, moves, 0)
-        frozen_check("PairedNUTS", paired_names(pairs), step + 1, warmup_moves, end)
-        return PairedNUTSState(
-            {**hmc_state.z, **paired},
-            accept_prob,
-            moves,
-            warmup_moves,
-            hmc_state.diverging,
-            hmc_state,
-            key,
-        )
-
-    def postprocess_fn(self, model_args: tuple, model_kwargs: dict | None) -> Callable:
-        kwargs = {} if model_kwargs is None else model_kwargs
-
-        def fn(z: dict) -> dict:
-            paired = self._paired_values(z)
-            others = {k: v for k, v in z.items() if k not in paired}
-            at_pairs = handlers.condition(self._model, paired)
-            out = constrain_fn(at_pairs, model_args, kwargs, others, return_deterministic=True)
-            return {**out, **paired}
-
-        # MCMC calls this once outside its compiled loop (to size the collection): compiled,
-        # that is one program instead of one per operation of the model
-        return jax.jit(fn)

@@ -24,6 +24,7 @@ from discrete_kernels.samplers.paired import (
     check_pair_sites,
     frozen_pairs_message,
     innermost_distribution,
+    innermost_support,
     paired_move,
 )
 
@@ -156,13 +157,6 @@ class PairedGibbs(MCMCKernel):
         return {"acceptance rate": rate, "sample_stats": sample_stats}
 
 
-def _real_line(support: Any) -> bool:
-    """The real line, also as the support of a ``to_event`` coefficient."""
-    while isinstance(support, constraints.independent):
-        support = support.base_constraint
-    return support is constraints.real
-
-
 def read_pairs(owner: str, pair_names: Mapping[str, str], model_trace: Any) -> tuple[_Pair, ...]:
     """The pairs of ``pair_names`` (indicator to coefficient) read from a prior draw, each
     checked (:func:`discrete_kernels.samplers.paired.check_pair_sites`)."""
@@ -182,7 +176,7 @@ def read_pairs(owner: str, pair_names: Mapping[str, str], model_trace: Any) -> t
             indicator,
             coefficient,
             None if finite else type(base).__name__,
-            None if _real_line(support) else str(support),
+            None if innermost_support(support) is constraints.real else str(support),
             (shape, tuple(as_tensor(sites[coefficient]["value"]).shape)),
         )
         values = torch.unique(base.enumerate_support(expand=False).reshape(-1))

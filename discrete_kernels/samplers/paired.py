@@ -38,6 +38,7 @@ __all__ = [
     "check_pair_sites",
     "frozen_pairs_message",
     "innermost_distribution",
+    "innermost_support",
     "laplace_pair_proposal",
     "pair_proposal_log_prob",
     "paired_move",
@@ -210,3 +211,11 @@ def innermost_distribution(fn: Any) -> Any:
     while hasattr(fn, "base_dist"):
         fn = fn.base_dist
     return fn
+
+
+def innermost_support(support: Any) -> Any:
+    """The constraint under ``independent`` (the support of a ``to_event`` site): each
+    PPL's keeps it as ``base_constraint``."""
+    while hasattr(support, "base_constraint"):
+        support = support.base_constraint
+    return support
