@@ -38,6 +38,8 @@ __all__ = [
     "check_symmetric_matrix",
     "exact_table_bytes",
     "format_bytes",
+    "gated_sites",
+    "gated_sites_message",
     "movable_supports",
     "frozen_check_start",
     "no_move_message",
@@ -665,4 +667,49 @@ def no_move_message(
         f"{owner}: {which} made no move in the last {window} of its {num_warmup} warmup steps "
         f"on sites {list(sites)}; unless it starts moving again, every draw will equal its "
         f"current state. {causes}"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# continuous sites whose distribution a discrete site sets (spike-and-slab pairs)
+
+
+def gated_sites(
+    base: Mapping[str, Any], perturbed: Sequence[tuple[str, Mapping[str, Any]]]
+) -> dict[str, list[str]]:
+    """Which continuous sites of other Gibbs blocks have a distribution that a discrete site
+    of this block sets, as ``{discrete site: [continuous sites]}``.
+
+    Parameters
+    ----------
+    base : {continuous site: log densities}
+        Each continuous site's element-wise log density at the setup trace.
+    perturbed : sequence of (discrete_site, {continuous site: log densities})
+        The same with ``discrete_site`` set to another value.
+    """
+    gates: dict[str, list[str]] = {}
+    for changed, densities in perturbed:
+        for site, before in base.items():
+            after = densities.get(site)
+            if after is None or site in gates.get(changed, []):
+                continue
+            before, after = np.asarray(before, float), np.asarray(after, float)
+            if before.shape != after.shape or not np.allclose(before, after, atol=1e-6):
+                gates.setdefault(changed, []).append(site)
+    return gates
+
+
+def gated_sites_message(owner: str, gates: Mapping[str, Sequence[str]], remedy: str) -> str:
+    """The setup note of a block whose discrete sites set the distribution of continuous
+    sites that another block updates: drawing each given the other, a coordinate can switch
+    only where the continuous value is likely under both of its values, which a narrow
+    spike makes rare. ``remedy``: the joint moves the adapter's PPL offers."""
+    pairs = "; ".join(
+        f"site {d!r} sets the distribution of {', '.join(map(repr, cs))}" for d, cs in gates.items()
+    )
+    return (
+        f"{owner}: {pairs}, which another Gibbs block updates. Blocks that draw each given "
+        "the other switch a coordinate only where the continuous value is likely under both "
+        "discrete values: with a narrow spike (SSVS) a chain can keep a coordinate for "
+        f"thousands of steps while still moving elsewhere, so nothing else warns. {remedy}"
     )

@@ -10,6 +10,7 @@ mathematics.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -380,6 +381,11 @@ def setup_model(
     for name, shape in site_shapes.items():
         site_rules.check_leaf_size(name, shape)
     _check_fixed_supports(model, leaves, model_trace, model_args, model_kwargs)
+    gates_key = ("gated sites", tuple(site_shapes.items()))
+    if gates_key not in decisions:
+        decisions[gates_key] = _warn_gated_sites(
+            owner, model, leaves, model_trace, model_args, model_kwargs
+        )
     enum = any(
         site["type"] == "sample"
         and not site["is_observed"]
@@ -712,6 +718,70 @@ def _check_fixed_supports(
                 continue
             perturbed.append((changed, bounds))
     checks.check_fixed_supports(base, perturbed)
+
+
+def _warn_gated_sites(
+    owner: str,
+    model: Callable,
+    leaves: tuple[LeafSpec, ...],
+    model_trace: dict,
+    model_args: tuple,
+    model_kwargs: dict,
+) -> dict:
+    """Warn when a discrete site of this block sets the distribution of a continuous site
+    that another ``Gibbs`` block updates (an SSVS spike and slab), naming the joint moves;
+    the model is traced once per discrete site and alternative value (setup only)."""
+    conditioning = dict(model_kwargs.get(GIBBS_SITES_KWARG, {}))
+    continuous = [
+        name
+        for name in conditioning
+        if name in model_trace
+        and model_trace[name]["type"] == "sample"
+        and not model_trace[name]["fn"].support.is_discrete
+    ]
+    if not continuous or any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves(conditioning)):
+        return {}  # nothing another block updates, or traced (parallel chains)
+
+    def densities(tr: dict) -> dict:
+        return {c: np.asarray(tr[c]["fn"].log_prob(tr[c]["value"])) for c in continuous}
+
+    values = {
+        name: site["value"]
+        for name, site in model_trace.items()
+        if site["type"] == "sample" and (not site["is_observed"] or name in conditioning)
+    }
+    seeded = seed(conditioned(model), random.key(0))
+    perturbed = []
+    for leaf in leaves:
+        site = model_trace[leaf.name]
+        bounds = integer_bounds(site)
+        value = jnp.asarray(site["value"])
+        # the two ends of an integer interval (every coordinate changes under one of them),
+        # else two fresh draws: two eager traces per site
+        alternatives = (
+            [jnp.broadcast_to(b, value.shape).astype(value.dtype) for b in bounds]
+            if bounds is not None
+            else _alternative_values(site)
+        )
+        for alternative in alternatives:
+            kwargs = with_conditioning(model_kwargs, {**values, leaf.name: alternative})
+            try:
+                other = trace(seeded).get_trace(*model_args, **kwargs)
+            except Exception:  # an alternative the model cannot take: nothing learned
+                continue
+            perturbed.append((leaf.name, densities(other)))
+    gates = checks.gated_sites(densities(model_trace), perturbed)
+    if gates:
+        pairs = {d: cs[0] for d, cs in gates.items()}
+        sites = [name for pair in pairs.items() for name in pair]
+        remedy = (
+            "Draw each pair in one move: Gibbs([(nx.PairedGibbs(model, "
+            f"pairs={pairs}), {sites}), (NUTS(model), None)]) or nx.PairedNUTS(model, "
+            f"pairs={pairs}) (a finite discrete site and a real-valued site of one shape), or "
+            "sum the discrete site out with nx.MarginalNUTS."
+        )
+        warnings.warn(checks.gated_sites_message(owner, gates, remedy), stacklevel=2)
+    return gates
 
 
 def check_init_params(setup: SiteSetup, init_params: Any, batch_shape: tuple) -> Any:

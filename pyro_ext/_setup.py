@@ -9,6 +9,7 @@ own checks). Nothing here is mathematics.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -294,6 +295,7 @@ def setup_model(
         checks.check_start_value(spec.name, spec.domain, value, tuple(prior.shape))
         start[spec.name] = value.to(prior.dtype)
     _check_fixed_supports(model, leaves, model_trace, args, kwargs, conditioned)
+    _warn_gated_sites(owner, model, leaves, model_trace, args, kwargs, conditioned)
     log_density = model_log_density(model, args, kwargs)
     jit_points = None
     if jit_compile:
@@ -632,6 +634,76 @@ def _alternative_values(site: dict, value: torch.Tensor) -> list:
                 torch.as_tensor(bound, dtype=value.dtype, device=value.device).expand(value.shape)
             )
     return out
+
+
+def _warn_gated_sites(
+    owner: str,
+    model: Callable,
+    leaves: tuple[LeafSpec, ...],
+    model_trace: Any,
+    args: tuple,
+    kwargs: dict,
+    conditioned: frozenset,
+) -> None:
+    """Warn when a discrete site of this block sets the distribution of a continuous site
+    that another ``px.Gibbs`` block updates (an SSVS spike and slab), naming the joint move;
+    the model is traced once per discrete site and alternative value (setup only)."""
+    nodes = model_trace.nodes
+    continuous = [
+        name
+        for name in conditioned
+        if name in nodes
+        and nodes[name]["type"] == "sample"
+        and not nodes[name]["fn"].support.is_discrete
+    ]
+    if not continuous:
+        return
+
+    def densities(tr: Any) -> dict:
+        return {
+            c: tr.nodes[c]["fn"].log_prob(tr.nodes[c]["value"]).detach().cpu().numpy()
+            for c in continuous
+        }
+
+    values = {
+        name: site["value"]
+        for name, site in nodes.items()
+        if site["type"] == "sample"
+        and (not site["is_observed"] or name in conditioned)
+        and not site_is_subsample(site)
+    }
+    perturbed = []
+    with fork_rng(), torch.no_grad():  # leave the user's random stream as it was
+        base = densities(model_trace)
+        for leaf in leaves:
+            value = values[leaf.name]
+            bounds = integer_bounds(nodes[leaf.name])
+            # the two ends of an integer interval (every coordinate changes under one of
+            # them), else two fresh draws: two traces per site
+            alternatives = (
+                [
+                    torch.as_tensor(b, dtype=value.dtype, device=value.device).expand(value.shape)
+                    for b in bounds
+                ]
+                if bounds is not None
+                else _alternative_values(nodes[leaf.name], value)
+            )
+            for alternative in alternatives:
+                try:
+                    other = trace_model(model, args, kwargs, {**values, leaf.name: alternative})
+                    perturbed.append((leaf.name, densities(other)))
+                except Exception:  # an alternative the model cannot take: nothing learned
+                    continue
+    gates = checks.gated_sites(base, perturbed)
+    if gates:
+        pairs = {d: cs[0] for d, cs in gates.items()}
+        sites = [name for pair in pairs.items() for name in pair]
+        remedy = (
+            "Draw each pair in one move: px.Gibbs([(px.PairedGibbs(model, "
+            f"pairs={pairs}), {sites}), (NUTS(model), None)]) (a finite discrete site and a "
+            "real-valued site of one shape)."
+        )
+        warnings.warn(checks.gated_sites_message(owner, gates, remedy), stacklevel=2)
 
 
 def _check_fixed_supports(

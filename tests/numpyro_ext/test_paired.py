@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
@@ -228,3 +229,37 @@ def test_a_chain_whose_paired_moves_all_fail_says_so(monkeypatch, kind):
     monkeypatch.setattr(core, "laplace_pair_proposal", nan_mean)
     (message,) = run()
     assert f"{kind}: no paired move of ['beta', 'gamma']" in message
+
+
+def _gated_notes(model) -> list[str]:
+    kernel = Gibbs([(nx.DMALA(model), ["gamma"]), (NUTS(model), None)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        MCMC(kernel, num_warmup=2, num_samples=2, progress_bar=False).run(
+            random.key(0), *selection_data()
+        )
+    return [str(w.message) for w in caught if "sets the distribution" in str(w.message)]
+
+
+def test_a_block_whose_indicator_sets_a_coefficient_prior_names_the_paired_move():
+    # SSVS: gamma sets beta's prior (a narrow spike); a DMALA block next to NUTS gets a note
+    # with the joint moves; in the Kuo-Mallick form (gamma only in the likelihood) it does not
+    def ssvs(x, y):
+        with numpyro.plate("predictors", x.shape[1]):
+            gamma = numpyro.sample("gamma", dist.Bernoulli(INCLUSION))
+            beta = numpyro.sample("beta", dist.Normal(0.0, jnp.where(gamma == 1, 1.0, 0.01)))
+        with numpyro.plate("rows", x.shape[0]):
+            numpyro.sample("y", dist.Normal(x @ beta, SCALE), obs=y)
+
+    def kuo_mallick(x, y):
+        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        with numpyro.plate("predictors", x.shape[1]):
+            gamma = numpyro.sample("gamma", dist.Bernoulli(INCLUSION))
+            beta = numpyro.sample("beta", dist.Normal(0.0, 1.0))
+        with numpyro.plate("rows", x.shape[0]):
+            numpyro.sample("y", dist.Normal(x @ (gamma * beta), sigma), obs=y)
+
+    (note,) = _gated_notes(ssvs)
+    assert "DMALA: site 'gamma' sets the distribution of 'beta'" in note
+    assert "nx.PairedGibbs(model, pairs={'gamma': 'beta'})" in note
+    assert _gated_notes(kuo_mallick) == []

@@ -140,3 +140,27 @@ def test_a_chain_whose_paired_moves_all_fail_says_so(monkeypatch):
     monkeypatch.setattr(core, "laplace_pair_proposal", nan_mean)
     (message,) = messages()
     assert "PairedGibbs: no paired move of ['beta', 'gamma']" in message
+
+
+def test_a_block_whose_indicator_sets_a_coefficient_prior_names_the_paired_move():
+    # SSVS: gamma sets beta's prior (a narrow spike); a DMALA block next to NUTS gets a note
+    # with the joint move; in the Kuo-Mallick form (gamma only in the likelihood) it does not
+    def ssvs(x, y):
+        with pyro.plate("predictors", x.shape[1]):
+            gamma = pyro.sample("gamma", pdist.Bernoulli(torch.tensor(exact.INCLUSION)))
+            scale = torch.where(gamma == 1, 1.0, 0.01).to(x.dtype)
+            beta = pyro.sample("beta", pdist.Normal(torch.zeros((), dtype=x.dtype), scale))
+        with pyro.plate("rows", x.shape[0]):
+            pyro.sample("y", pdist.Normal(x @ beta, exact.SCALE), obs=y)
+
+    def notes(model) -> list[str]:
+        kernel = px.Gibbs([(px.DMALA(model), ["gamma"]), (NUTS(model), None)])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run(kernel, 2, warmup=2)
+        return [str(w.message) for w in caught if "sets the distribution" in str(w.message)]
+
+    (note,) = notes(ssvs)
+    assert "DMALA: site 'gamma' sets the distribution of 'beta'" in note
+    assert "px.PairedGibbs(model, pairs={'gamma': 'beta'})" in note
+    assert notes(with_scale) == []
