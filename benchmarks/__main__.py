@@ -60,6 +60,7 @@ SCRIPTS = {
     "bnn_width": "paper-width binary BNNs: every kernel against DiscreteGibbs, equal wall time",
     "pyro_bnn_width": "the same in Pyro against pyro_ext.DiscreteGibbs",
     "rbm_acs": "mode-initialised RBM: MMD over steps for DMALA, AB and ACS",
+    "acs_jump_distance": "ACS's multimodal target: acceptance and jump distance per step size",
     "acs_bnn": "ACS against DMALA on the demo's binary BNN, per seed, counted in steps",
     "ab_targets": "AB variants against DMALA on the AB paper's four targets",
     "esh_targets": "ESH against NUTS, MALA and ULA on the ESH paper's targets",
