@@ -125,7 +125,9 @@ class RunFailed(Exception):
     """A run that raised, or passed its time limit (the message says which)."""
 
 
-def run_here(entry: um.UserModel, sampler: str, size: int, draws: int, chains: int) -> tuple:
+def run_here(
+    entry: um.UserModel, sampler: str, size: int, draws: int, chains: int, seed: int = 0
+) -> tuple:
     """``(stats, seconds, notes)`` of one run in this process: the statistics' draws, the wall
     time of ``MCMC`` (compilation included) and the first line of each warning."""
     data = entry.data(size)
@@ -139,6 +141,7 @@ def run_here(entry: um.UserModel, sampler: str, size: int, draws: int, chains: i
             num_warmup=draws,
             num_samples=draws,
             num_chains=chains,
+            seed=seed,
             thinning=max(1, draws // KEPT_DRAWS),
         )
     seconds = time.perf_counter() - start
@@ -147,14 +150,20 @@ def run_here(entry: um.UserModel, sampler: str, size: int, draws: int, chains: i
 
 
 def timed_run(
-    entry: um.UserModel, sampler: str, size: int, draws: int, chains: int, max_seconds: float
+    entry: um.UserModel,
+    sampler: str,
+    size: int,
+    draws: int,
+    chains: int,
+    max_seconds: float,
+    seed: int = 0,
 ) -> tuple:
     """:func:`run_here` in a child process stopped after ``3 max_seconds`` (a sampler whose
     cost per step grows during warmup, MixedHMC's trajectories, can pass any estimate)."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "run.npz"
         command = [sys.executable, __file__, "--run", entry.name, sampler, str(size)]
-        command += [str(draws), str(chains), str(out)]
+        command += [str(draws), str(chains), str(out), str(seed)]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=3 * max_seconds)
         except subprocess.TimeoutExpired:
@@ -168,6 +177,10 @@ def timed_run(
         return saved["stats"], float(saved["seconds"]), [str(n) for n in saved["notes"]]
 
 
+#: the probes' answer per (model, sampler, size, chains, max_seconds)
+_AFFORDABLE: dict[tuple, tuple[int, float] | str] = {}
+
+
 def measure(
     entry: um.UserModel,
     sampler: str,
@@ -178,13 +191,17 @@ def measure(
     chains: int,
     grow: bool,
     size: int = 0,
+    seed: int = 0,
 ) -> dict:
-    """Run ``sampler`` (doubling the draws while the ESS is short and time allows) and
-    return its row."""
+    """Run ``sampler`` with the key ``seed`` (doubling the draws while the ESS is short and
+    time allows) and return its row."""
     from numpyro.diagnostics import effective_sample_size
 
     if grow:  # a slow sampler (MixedHMC at 1,000 coordinates) starts with fewer draws
-        affordable = affordable_draws(entry, sampler, size, chains, max_seconds)
+        key = (entry.name, sampler, size, chains, max_seconds)
+        if key not in _AFFORDABLE:  # probed once for all seeds
+            _AFFORDABLE[key] = affordable_draws(entry, sampler, size, chains, max_seconds)
+        affordable = _AFFORDABLE[key]
         if isinstance(affordable, str):
             return dict(sampler=sampler, error=f"too slow: {affordable}")
         draws, fixed = min(draws, affordable[0]), affordable[1]
@@ -193,9 +210,11 @@ def measure(
     while True:
         try:
             if grow:
-                stats, seconds, notes = timed_run(entry, sampler, size, draws, chains, max_seconds)
+                stats, seconds, notes = timed_run(
+                    entry, sampler, size, draws, chains, max_seconds, seed
+                )
             else:  # the smoke run: in this process
-                stats, seconds, notes = run_here(entry, sampler, size, draws, chains)
+                stats, seconds, notes = run_here(entry, sampler, size, draws, chains, seed)
         except RunFailed as error:
             return dict(sampler=sampler, error=str(error)[:160])
         except Exception as error:  # a sampler that does not run on the model is a row too
@@ -230,11 +249,40 @@ def measure(
     )
 
 
+def _summary(runs: list[dict]) -> dict:
+    """One row from a sampler's runs over seeds: medians of seconds, ESS and ESS/s, the
+    largest |z|, the runs kept for the ratio rule (the first failed run's row if any
+    failed)."""
+    failed = [r for r in runs if "error" in r]
+    if failed:
+        return failed[0]
+    if len(runs) == 1:
+        return {**runs[0], "runs": runs}
+    worst = max(runs, key=lambda r: r["z"])
+    return dict(
+        sampler=runs[0]["sampler"],
+        seconds=float(np.median([r["seconds"] for r in runs])),
+        draws=int(np.median([r["draws"] for r in runs])),
+        ess=float(np.median([r["ess"] for r in runs])),
+        ess_per_second=float(np.median([r["ess_per_second"] for r in runs])),
+        z=worst["z"],
+        worst=worst["worst"],
+        notes=sorted({n for r in runs for n in r["notes"]}),
+        runs=runs,
+    )
+
+
 def model_rows(
-    entry: um.UserModel, quick: bool, max_seconds: float, only: list[str] | None = None
+    entry: um.UserModel,
+    quick: bool,
+    max_seconds: float,
+    only: list[str] | None = None,
+    seeds: int = 1,
 ) -> tuple[list, str, str]:
     """The rows of one model (every sampler, or the recommended one in the smoke mode, or
-    those in ``only``), its size and how its exact answer was computed."""
+    those in ``only``), its size and how its exact answer was computed. With ``seeds`` > 1
+    each sampler runs with the keys 0, 1, ...: its row gives medians, and the ratio follows
+    the rule over the seeds (a number from 5 seeds even where the ESS stays under 400)."""
     size = entry.sizes[0] if quick else entry.sizes[1]
     data = entry.data(size)
     answer = entry.exact(data)
@@ -247,28 +295,34 @@ def model_rows(
         samplers = [entry.recommended]
     rows = []
     for sampler in samplers:
-        row = measure(
-            entry,
-            sampler,
-            data,
-            answer,
-            draws=30 if quick else 500,
-            max_seconds=max_seconds,
-            chains=1 if quick else CHAINS,
-            grow=not quick,
-            size=size,
-        )
+        runs = []
+        for seed in range(seeds):
+            run = measure(
+                entry,
+                sampler,
+                data,
+                answer,
+                draws=30 if quick else 500,
+                max_seconds=max_seconds,
+                chains=1 if quick else CHAINS,
+                grow=not quick,
+                size=size,
+                seed=seed,
+            )
+            shown = {k: v for k, v in run.items() if k not in ("notes",)}
+            print(entry.name, f"seed {seed}", shown, flush=True)
+            runs.append(run)
+        row = _summary(runs)
         row["label"] = um.label(entry, sampler) + (" *" if sampler == entry.recommended else "")
         row["builtin"] = sampler in entry.builtins
         row["smoke"] = quick
         rows.append(row)
-        shown = {k: v for k, v in row.items() if k not in ("notes",)}
-        print(entry.name, shown, flush=True)
     right_builtins = [r for r in rows if r["builtin"] and "error" not in r and r["z"] < 4]
     best = max(right_builtins, key=lambda r: r["ess_per_second"]) if right_builtins else None
     for row in rows:
         if "error" not in row and best is not None:
-            rule = ratio_under_rule([row], [best])  # one seed: a number only if both ESS >= 400
+            # one seed: a number only if both ESS >= 400; five or more: median and range
+            rule = ratio_under_rule(row["runs"], best["runs"])
             row["ratio"] = rule["median"]
             row["ratio_text"] = "1 (reference)" if row is best else rule["text"]
     return rows, f"{size}", answer.method
@@ -310,12 +364,15 @@ def main() -> None:
     parser.add_argument(
         "--probe", nargs=3, metavar=("MODEL", "SAMPLER", "SIZE"), help=argparse.SUPPRESS
     )
-    parser.add_argument("--run", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--seeds", type=int, default=1, help="runs per sampler with keys 0, 1, ... (medians)"
+    )
+    parser.add_argument("--run", nargs=7, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.run:
-        name, sampler, size, draws, chains, out = args.run
+        name, sampler, size, draws, chains, out, seed = args.run
         stats, seconds, notes = run_here(
-            um.MODELS[name], sampler, int(size), int(draws), int(chains)
+            um.MODELS[name], sampler, int(size), int(draws), int(chains), int(seed)
         )
         np.savez(out, stats=stats, seconds=seconds, notes=np.array(notes, dtype=str))
         return
@@ -329,7 +386,7 @@ def main() -> None:
     results = {}
     only = [s for s in args.samplers.split(",") if s]
     for name in args.names or um.MODELS:
-        results[name] = model_rows(um.MODELS[name], args.quick, args.max_seconds, only)
+        results[name] = model_rows(um.MODELS[name], args.quick, args.max_seconds, only, args.seeds)
     lines = [
         "## User-model suite: this library's kernels against NumPyro's built-ins",
         "",
@@ -345,7 +402,14 @@ def main() -> None:
         f"{args.max_seconds:.0f} s (then the ESS as it is). Seconds: wall time with "
         "compilation. Ratio: ESS/s over the best built-in whose answer is right (the reference), "
         "printed only where both runs reached a min ESS of 400 (one seed: the ratio rule of "
-        "`benchmarks/_common.py`). Right: every "
+        "`benchmarks/_common.py`)"
+        + (
+            f"; {args.seeds} seeds per sampler: seconds, ESS and ESS/s are medians, the ratio "
+            "the median and range of the per-seed ratios, max abs z the largest over seeds"
+            if args.seeds > 1
+            else ""
+        )
+        + ". Right: every "
         "reported statistic within 4 standard errors of the exact answer. `*`: the kernel "
         "the suite recommends for the model.",
         "",
