@@ -690,6 +690,16 @@ def _alternative_values(site: dict) -> list:
     return out
 
 
+def _sampled_values(model_trace: dict, conditioning: dict) -> dict:
+    """The values of the trace's latent sample sites and of those another ``Gibbs`` block
+    conditions on: what a setup probe sets before changing one of them."""
+    return {
+        name: site["value"]
+        for name, site in model_trace.items()
+        if site["type"] == "sample" and (not site["is_observed"] or name in conditioning)
+    }
+
+
 def _check_fixed_supports(
     model: Callable, leaves: tuple[LeafSpec, ...], model_trace: dict, model_args, model_kwargs
 ) -> None:
@@ -701,11 +711,7 @@ def _check_fixed_supports(
     if not base or any(isinstance(b, jax.core.Tracer) for pair in base.values() for b in pair):
         return  # nothing to check, or traced (parallel chains: _static refuses it)
     conditioning = dict(model_kwargs.get(GIBBS_SITES_KWARG, {}))
-    values = {
-        name: site["value"]
-        for name, site in model_trace.items()
-        if site["type"] == "sample" and (not site["is_observed"] or name in conditioning)
-    }
+    values = _sampled_values(model_trace, conditioning)
     seeded = seed(conditioned(model), random.key(0))
     perturbed = []
     for changed in values:
@@ -745,11 +751,7 @@ def _warn_gated_sites(
     def densities(tr: dict) -> dict:
         return {c: np.asarray(tr[c]["fn"].log_prob(tr[c]["value"])) for c in continuous}
 
-    values = {
-        name: site["value"]
-        for name, site in model_trace.items()
-        if site["type"] == "sample" and (not site["is_observed"] or name in conditioning)
-    }
+    values = _sampled_values(model_trace, conditioning)
     seeded = seed(conditioned(model), random.key(0))
     perturbed = []
     for leaf in leaves:

@@ -636,6 +636,19 @@ def _alternative_values(site: dict, value: torch.Tensor) -> list:
     return out
 
 
+def _sampled_values(model_trace: Any, conditioned: frozenset) -> dict:
+    """The values of the trace's latent sample sites and of those another ``px.Gibbs`` block
+    conditions on (subsample indices left out): what a setup probe sets before changing one
+    of them."""
+    return {
+        name: site["value"]
+        for name, site in model_trace.nodes.items()
+        if site["type"] == "sample"
+        and (not site["is_observed"] or name in conditioned)
+        and not site_is_subsample(site)
+    }
+
+
 def _warn_gated_sites(
     owner: str,
     model: Callable,
@@ -665,13 +678,7 @@ def _warn_gated_sites(
             for c in continuous
         }
 
-    values = {
-        name: site["value"]
-        for name, site in nodes.items()
-        if site["type"] == "sample"
-        and (not site["is_observed"] or name in conditioned)
-        and not site_is_subsample(site)
-    }
+    values = _sampled_values(model_trace, conditioned)
     perturbed = []
     with fork_rng(), torch.no_grad():  # leave the user's random stream as it was
         base = densities(model_trace)
@@ -722,13 +729,7 @@ def _check_fixed_supports(
     )
     if not base:
         return
-    values = {
-        name: site["value"]
-        for name, site in model_trace.nodes.items()
-        if site["type"] == "sample"
-        and (not site["is_observed"] or name in conditioned)
-        and not site_is_subsample(site)
-    }
+    values = _sampled_values(model_trace, conditioned)
     perturbed = []
     with fork_rng():  # leave the user's random stream as it was
         for changed, value in values.items():
