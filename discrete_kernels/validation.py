@@ -699,17 +699,25 @@ def gated_sites(
     return gates
 
 
-def gated_sites_message(owner: str, gates: Mapping[str, Sequence[str]], remedy: str) -> str:
+def gated_sites_message(
+    owner: str, gates: Mapping[str, Sequence[str]], moves: str, otherwise: str = ""
+) -> str:
     """The setup note of a block whose discrete sites set the distribution of continuous
     sites that another block updates: drawing each given the other, a coordinate can switch
     only where the continuous value is likely under both of its values, which a narrow
-    spike makes rare. ``remedy``: the joint moves the adapter's PPL offers."""
-    pairs = "; ".join(
+    spike makes rare. ``moves``: the joint moves the adapter's PPL offers, a template with
+    the fields ``{pairs}`` (``{discrete: continuous}``) and ``{sites}`` (their names);
+    ``otherwise``: a last sentence (another remedy), or empty."""
+    described = "; ".join(
         f"site {d!r} sets the distribution of {', '.join(map(repr, cs))}" for d, cs in gates.items()
     )
+    pairs = {d: cs[0] for d, cs in gates.items()}
+    sites = [name for pair in pairs.items() for name in pair]
     return (
-        f"{owner}: {pairs}, which another Gibbs block updates. Blocks that draw each given "
+        f"{owner}: {described}, which another Gibbs block updates. Blocks that draw each given "
         "the other switch a coordinate only where the continuous value is likely under both "
         "discrete values: with a narrow spike (SSVS) a chain can keep a coordinate for "
-        f"thousands of steps while still moving elsewhere, so nothing else warns. {remedy}"
+        "thousands of steps while still moving elsewhere, so nothing else warns. Draw each "
+        f"pair in one move: {moves.format(pairs=pairs, sites=sites)} (a finite discrete site "
+        "and a real-valued site of one shape)." + (f" {otherwise}" if otherwise else "")
     )

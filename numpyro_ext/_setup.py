@@ -774,15 +774,12 @@ def _warn_gated_sites(
             perturbed.append((leaf.name, densities(other)))
     gates = checks.gated_sites(densities(model_trace), perturbed)
     if gates:
-        pairs = {d: cs[0] for d, cs in gates.items()}
-        sites = [name for pair in pairs.items() for name in pair]
-        remedy = (
-            "Draw each pair in one move: Gibbs([(nx.PairedGibbs(model, "
-            f"pairs={pairs}), {sites}), (NUTS(model), None)]) or nx.PairedNUTS(model, "
-            f"pairs={pairs}) (a finite discrete site and a real-valued site of one shape), or "
-            "sum the discrete site out with nx.MarginalNUTS."
+        moves = (
+            "Gibbs([(nx.PairedGibbs(model, pairs={pairs}), {sites}), (NUTS(model), None)]) "
+            "or nx.PairedNUTS(model, pairs={pairs})"
         )
-        warnings.warn(checks.gated_sites_message(owner, gates, remedy), stacklevel=2)
+        otherwise = "Or sum the discrete site out with nx.MarginalNUTS."
+        warnings.warn(checks.gated_sites_message(owner, gates, moves, otherwise), stacklevel=2)
     return gates
 
 

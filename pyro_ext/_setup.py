@@ -703,14 +703,8 @@ def _warn_gated_sites(
                     continue
     gates = checks.gated_sites(base, perturbed)
     if gates:
-        pairs = {d: cs[0] for d, cs in gates.items()}
-        sites = [name for pair in pairs.items() for name in pair]
-        remedy = (
-            "Draw each pair in one move: px.Gibbs([(px.PairedGibbs(model, "
-            f"pairs={pairs}), {sites}), (NUTS(model), None)]) (a finite discrete site and a "
-            "real-valued site of one shape)."
-        )
-        warnings.warn(checks.gated_sites_message(owner, gates, remedy), stacklevel=2)
+        moves = "px.Gibbs([(px.PairedGibbs(model, pairs={pairs}), {sites}), (NUTS(model), None)])"
+        warnings.warn(checks.gated_sites_message(owner, gates, moves), stacklevel=2)
 
 
 def _check_fixed_supports(
