@@ -10,7 +10,6 @@ mathematics.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import random
-from numpyro.handlers import seed, trace
+from numpyro.handlers import seed
 from numpyro.infer.gibbs import GIBBS_SITES_KWARG, conditioned, with_conditioning
 from numpyro.infer.util import _prepare_model_for_potential, potential_energy
 
@@ -45,6 +44,7 @@ from ._plates import (
     verify_per_coordinate,
 )
 from ._prior_trace import prior_trace
+from ._probes import check_fixed_supports, warn_gated_sites
 from ._target import (
     CHAIN,
     EXACT,
@@ -52,7 +52,6 @@ from ._target import (
     ONE_HOT_GRADIENT,
     LeafSpec,
     coordinate_row_fn,
-    integer_bounds,
     latent_in_plates,
     leaf_specs_for_model,
     leaf_specs_for_potential,
@@ -380,10 +379,10 @@ def setup_model(
     site_dtypes = {s.name: jnp.result_type(model_trace[s.name]["value"]) for s in leaves}
     for name, shape in site_shapes.items():
         site_rules.check_leaf_size(name, shape)
-    _check_fixed_supports(model, leaves, model_trace, model_args, model_kwargs)
+    check_fixed_supports(model, leaves, model_trace, model_args, model_kwargs)
     gates_key = ("gated sites", tuple(site_shapes.items()))
     if gates_key not in decisions:
-        decisions[gates_key] = _warn_gated_sites(
+        decisions[gates_key] = warn_gated_sites(
             owner, model, leaves, model_trace, model_args, model_kwargs
         )
     enum = any(
@@ -672,115 +671,6 @@ def _switch_index_sites(
             if colours is not None:
                 sizes[j] = int(colours.max()) + 1
     return site_rules.switch_index_sites(owner, specs, failing, sizes)
-
-
-def _alternative_values(site: dict) -> list:
-    """A few other values of a site, to see whether other sites' supports move with it:
-    two fresh draws and, for an integer interval, its two ends."""
-    fn, value = site["fn"], jnp.asarray(site["value"])
-    out = []
-    for k in (1, 2):
-        try:
-            out.append(fn.sample(random.key(k)).reshape(value.shape))
-        except Exception:  # no sample method, or another shape
-            continue
-    bounds = integer_bounds(site)
-    if bounds is not None:
-        out += [jnp.broadcast_to(b, value.shape).astype(value.dtype) for b in bounds]
-    return out
-
-
-def _sampled_values(model_trace: dict, conditioning: dict) -> dict:
-    """The values of the trace's latent sample sites and of those another ``Gibbs`` block
-    conditions on: what a setup probe sets before changing one of them."""
-    return {
-        name: site["value"]
-        for name, site in model_trace.items()
-        if site["type"] == "sample" and (not site["is_observed"] or name in conditioning)
-    }
-
-
-def _check_fixed_supports(
-    model: Callable, leaves: tuple[LeafSpec, ...], model_trace: dict, model_args, model_kwargs
-) -> None:
-    """Refuse sites whose integer support moves with another site's value (traced once per
-    other site and alternative value; setup only)."""
-    base = checks.movable_supports(
-        [(s.name, s.domain) for s in leaves], lambda name: integer_bounds(model_trace[name])
-    )
-    if not base or any(isinstance(b, jax.core.Tracer) for pair in base.values() for b in pair):
-        return  # nothing to check, or traced (parallel chains: _static refuses it)
-    conditioning = dict(model_kwargs.get(GIBBS_SITES_KWARG, {}))
-    values = _sampled_values(model_trace, conditioning)
-    seeded = seed(conditioned(model), random.key(0))
-    perturbed = []
-    for changed in values:
-        for alternative in _alternative_values(model_trace[changed]):
-            kwargs = with_conditioning(model_kwargs, {**values, changed: alternative})
-            try:
-                other = trace(seeded).get_trace(*model_args, **kwargs)
-                bounds = {name: integer_bounds(other[name]) for name in base}
-            except Exception:  # an alternative the model cannot take: nothing learned
-                continue
-            perturbed.append((changed, bounds))
-    checks.check_fixed_supports(base, perturbed)
-
-
-def _warn_gated_sites(
-    owner: str,
-    model: Callable,
-    leaves: tuple[LeafSpec, ...],
-    model_trace: dict,
-    model_args: tuple,
-    model_kwargs: dict,
-) -> dict:
-    """Warn when a discrete site of this block sets the distribution of a continuous site
-    that another ``Gibbs`` block updates (an SSVS spike and slab), naming the joint moves;
-    the model is traced once per discrete site and alternative value (setup only)."""
-    conditioning = dict(model_kwargs.get(GIBBS_SITES_KWARG, {}))
-    continuous = [
-        name
-        for name in conditioning
-        if name in model_trace
-        and model_trace[name]["type"] == "sample"
-        and not model_trace[name]["fn"].support.is_discrete
-    ]
-    if not continuous or any(isinstance(v, jax.core.Tracer) for v in jax.tree.leaves(conditioning)):
-        return {}  # nothing another block updates, or traced (parallel chains)
-
-    def densities(tr: dict) -> dict:
-        return {c: np.asarray(tr[c]["fn"].log_prob(tr[c]["value"])) for c in continuous}
-
-    values = _sampled_values(model_trace, conditioning)
-    seeded = seed(conditioned(model), random.key(0))
-    perturbed = []
-    for leaf in leaves:
-        site = model_trace[leaf.name]
-        bounds = integer_bounds(site)
-        value = jnp.asarray(site["value"])
-        # the two ends of an integer interval (every coordinate changes under one of them),
-        # else two fresh draws: two eager traces per site
-        alternatives = (
-            [jnp.broadcast_to(b, value.shape).astype(value.dtype) for b in bounds]
-            if bounds is not None
-            else _alternative_values(site)
-        )
-        for alternative in alternatives:
-            kwargs = with_conditioning(model_kwargs, {**values, leaf.name: alternative})
-            try:
-                other = trace(seeded).get_trace(*model_args, **kwargs)
-            except Exception:  # an alternative the model cannot take: nothing learned
-                continue
-            perturbed.append((leaf.name, densities(other)))
-    gates = checks.gated_sites(densities(model_trace), perturbed)
-    if gates:
-        moves = (
-            "Gibbs([(nx.PairedGibbs(model, pairs={pairs}), {sites}), (NUTS(model), None)]) "
-            "or nx.PairedNUTS(model, pairs={pairs})"
-        )
-        otherwise = "Or sum the discrete site out with nx.MarginalNUTS."
-        warnings.warn(checks.gated_sites_message(owner, gates, moves, otherwise), stacklevel=2)
-    return gates
 
 
 def check_init_params(setup: SiteSetup, init_params: Any, batch_shape: tuple) -> Any:

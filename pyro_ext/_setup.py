@@ -9,7 +9,6 @@ own checks). Nothing here is mathematics.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,7 +16,6 @@ from typing import Any
 import numpy as np
 import pyro
 import torch
-from pyro.poutine.util import site_is_subsample
 
 from discrete_kernels import ChainState, LocalFnWithTerms, Sampler, Sites
 from discrete_kernels import sites as site_rules
@@ -49,6 +47,7 @@ from ._plates import (
     term_dependence,
     verify_plate_table,
 )
+from ._probes import check_fixed_supports, warn_gated_sites
 from ._target import (
     EXACT,
     GRADIENT,
@@ -59,7 +58,6 @@ from ._target import (
     check_model_trace,
     coloured_plate_table,
     fork_rng,
-    integer_bounds,
     latent_in_plates,
     leaf_specs_for_model,
     leaf_specs_for_potential,
@@ -294,8 +292,8 @@ def setup_model(
         value = torch.as_tensor(given[spec.name], device=prior.device)
         checks.check_start_value(spec.name, spec.domain, value, tuple(prior.shape))
         start[spec.name] = value.to(prior.dtype)
-    _check_fixed_supports(model, leaves, model_trace, args, kwargs, conditioned)
-    _warn_gated_sites(owner, model, leaves, model_trace, args, kwargs, conditioned)
+    check_fixed_supports(model, leaves, model_trace, args, kwargs, conditioned)
+    warn_gated_sites(owner, model, leaves, model_trace, args, kwargs, conditioned)
     log_density = model_log_density(model, args, kwargs)
     jit_points = None
     if jit_compile:
@@ -616,122 +614,3 @@ def _switch_badly_estimated_sites(
     # a site in plates costs S evaluations of its terms per step, not N * S
     sizes = [1 if s.name in plate_sites else as_tensor(start[s.name]).numel() for s in specs]
     return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, sizes)
-
-
-def _alternative_values(site: dict, value: torch.Tensor) -> list:
-    """A few other values of a site, to see whether other sites' supports move with it:
-    two fresh draws and, for an integer interval, its two ends."""
-    out = []
-    for _ in range(2):
-        try:
-            out.append(site["fn"].sample().reshape(value.shape))
-        except Exception:  # no sample method, or another shape
-            continue
-    bounds = integer_bounds(site)
-    if bounds is not None:
-        for bound in bounds:
-            out.append(
-                torch.as_tensor(bound, dtype=value.dtype, device=value.device).expand(value.shape)
-            )
-    return out
-
-
-def _sampled_values(model_trace: Any, conditioned: frozenset) -> dict:
-    """The values of the trace's latent sample sites and of those another ``px.Gibbs`` block
-    conditions on (subsample indices left out): what a setup probe sets before changing one
-    of them."""
-    return {
-        name: site["value"]
-        for name, site in model_trace.nodes.items()
-        if site["type"] == "sample"
-        and (not site["is_observed"] or name in conditioned)
-        and not site_is_subsample(site)
-    }
-
-
-def _warn_gated_sites(
-    owner: str,
-    model: Callable,
-    leaves: tuple[LeafSpec, ...],
-    model_trace: Any,
-    args: tuple,
-    kwargs: dict,
-    conditioned: frozenset,
-) -> None:
-    """Warn when a discrete site of this block sets the distribution of a continuous site
-    that another ``px.Gibbs`` block updates (an SSVS spike and slab), naming the joint move;
-    the model is traced once per discrete site and alternative value (setup only)."""
-    nodes = model_trace.nodes
-    continuous = [
-        name
-        for name in conditioned
-        if name in nodes
-        and nodes[name]["type"] == "sample"
-        and not nodes[name]["fn"].support.is_discrete
-    ]
-    if not continuous:
-        return
-
-    def densities(tr: Any) -> dict:
-        return {
-            c: tr.nodes[c]["fn"].log_prob(tr.nodes[c]["value"]).detach().cpu().numpy()
-            for c in continuous
-        }
-
-    values = _sampled_values(model_trace, conditioned)
-    perturbed = []
-    with fork_rng(), torch.no_grad():  # leave the user's random stream as it was
-        base = densities(model_trace)
-        for leaf in leaves:
-            value = values[leaf.name]
-            bounds = integer_bounds(nodes[leaf.name])
-            # the two ends of an integer interval (every coordinate changes under one of
-            # them), else two fresh draws: two traces per site
-            alternatives = (
-                [
-                    torch.as_tensor(b, dtype=value.dtype, device=value.device).expand(value.shape)
-                    for b in bounds
-                ]
-                if bounds is not None
-                else _alternative_values(nodes[leaf.name], value)
-            )
-            for alternative in alternatives:
-                try:
-                    other = trace_model(model, args, kwargs, {**values, leaf.name: alternative})
-                    perturbed.append((leaf.name, densities(other)))
-                except Exception:  # an alternative the model cannot take: nothing learned
-                    continue
-    gates = checks.gated_sites(base, perturbed)
-    if gates:
-        moves = "px.Gibbs([(px.PairedGibbs(model, pairs={pairs}), {sites}), (NUTS(model), None)])"
-        warnings.warn(checks.gated_sites_message(owner, gates, moves), stacklevel=2)
-
-
-def _check_fixed_supports(
-    model: Callable,
-    leaves: tuple[LeafSpec, ...],
-    model_trace: Any,
-    args: tuple,
-    kwargs: dict,
-    conditioned: frozenset,
-) -> None:
-    """Refuse sites whose integer support moves with another site's value (the model is traced
-    once per other site and alternative value; setup only)."""
-    base = checks.movable_supports(
-        [(s.name, s.domain) for s in leaves],
-        lambda name: integer_bounds(model_trace.nodes[name]),
-    )
-    if not base:
-        return
-    values = _sampled_values(model_trace, conditioned)
-    perturbed = []
-    with fork_rng():  # leave the user's random stream as it was
-        for changed, value in values.items():
-            for alternative in _alternative_values(model_trace.nodes[changed], value):
-                try:
-                    other = trace_model(model, args, kwargs, {**values, changed: alternative})
-                    bounds = {name: integer_bounds(other.nodes[name]) for name in base}
-                except Exception:  # an alternative the model cannot take: nothing learned
-                    continue
-                perturbed.append((changed, bounds))
-    checks.check_fixed_supports(base, perturbed)
