@@ -80,6 +80,12 @@ class RBM(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return core.rbm_free_energy(self.rbm_params(), x)
 
+    def energy_and_input_grad(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(forward(x), d forward / dx)`` in closed form
+        (``core.rbm_free_energy_and_input_grad``): the samplers' gradients without an autograd
+        pass, (N, m) -> ((N,), (N, m))."""
+        return core.rbm_free_energy_and_input_grad(self.rbm_params(), x)
+
     @torch.no_grad()
     def log_likelihood(self, data: torch.Tensor) -> torch.Tensor:
         """Exact average log-likelihood (enumerates the smaller layer)."""
@@ -244,13 +250,19 @@ def _kernel_steps(
         raise ValueError(f"{type(kernel).__name__}: kernels with permutation noise cannot train.")
     phases = spec.phases(num_warmup, PYTHON_CONTROL)
 
+    closed_form = _closed_form_gradient(energy)
+
     def log_density(z: torch.Tensor) -> torch.Tensor:
         return -energy(z[None])[0]
 
     gradient_and_value = torch.func.grad_and_value(log_density)
 
     def local_fn(leaves: tuple) -> tuple:
-        g, f = gradient_and_value(leaves[0].to(x.dtype))
+        z = leaves[0].to(x.dtype)
+        if closed_form is not None:
+            e, de = closed_form(z[None])
+            return -e[0], (-de[0],)
+        g, f = gradient_and_value(z)
         return f, (g,)
 
     # every step's noise, drawn at once: (C, num_steps, ...) per uniform leaf
@@ -339,12 +351,58 @@ def _steps_in_rows(
     return chain.x[0].to(x.dtype), accept.mean(), adapts
 
 
+def _closed_form_gradient(energy: nn.Module) -> Callable | None:
+    """The energy's own ``energy_and_input_grad(x) -> (E (N,), dE/dx (N, d))`` where it
+    defines one (``RBM`` does), else None (autograd). Eager torch pays per operation: the
+    closed form is a few, a backward pass builds and walks a graph (0.98 against 1.28 ms per
+    PCD-DMALA iteration of a 16x16 RBM with 100 chains, ``docs/ebm.md``)."""
+    method = getattr(energy, "energy_and_input_grad", None)
+    return method if callable(method) else None
+
+
+def _check_closed_form_gradient(energy: nn.Module, rows: torch.Tensor) -> None:
+    """Refuse an ``energy_and_input_grad`` that disagrees with ``energy`` and its autograd
+    gradient on ``rows`` (N, d): the samplers would target another distribution."""
+    closed_form = _closed_form_gradient(energy)
+    if closed_form is None:
+        return
+    with torch.enable_grad():
+        z = rows.detach().clone().requires_grad_(True)
+        e = energy(z)
+        (de,) = torch.autograd.grad(e.sum(), z)
+    with torch.no_grad():
+        e_closed, de_closed = closed_form(rows)
+    scale = 1.0 + float(de.abs().max())
+    if tuple(e_closed.shape) != tuple(e.shape) or tuple(de_closed.shape) != tuple(de.shape):
+        problem = (
+            f"returns shapes {tuple(e_closed.shape)} and {tuple(de_closed.shape)} where "
+            f"energy(x) and its gradient have {tuple(e.shape)} and {tuple(de.shape)}"
+        )
+    elif not torch.allclose(e_closed, e.detach(), rtol=1e-4, atol=1e-4 * scale):
+        problem = "returns energies that differ from energy(x)"
+    elif not torch.allclose(de_closed, de, rtol=1e-3, atol=1e-4 * scale):
+        problem = "returns a gradient that differs from autograd's gradient of energy(x)"
+    else:
+        return
+    raise ValueError(
+        f"train: energy.energy_and_input_grad(x) {problem} on {rows.shape[0]} data rows; it "
+        "must return (energy(x), d energy(x).sum() / dx). Fix it or remove the method "
+        "(the trainer then takes autograd's gradient)."
+    )
+
+
 def _rows_local_fn(energy: nn.Module, dtype: torch.dtype) -> Callable[[tuple], tuple]:
     """``leaves -> (f, (g,))`` for chains in the rows of one leaf (C, d): ``f = -E`` (C, 1)
     and its input gradient (C, d), every chain's in one backward pass (the rows are
-    independent); no gradient reaches the energy's parameters."""
+    independent), or from the energy's closed form (:func:`_closed_form_gradient`); no
+    gradient reaches the energy's parameters."""
+    closed_form = _closed_form_gradient(energy)
 
     def local_fn(leaves: tuple) -> tuple:
+        if closed_form is not None:
+            with torch.no_grad():
+                e, de = closed_form(leaves[0].to(dtype))
+            return -e[:, None], (-de,)
         with torch.enable_grad():
             z = leaves[0].to(dtype).detach().requires_grad_(True)
             f = -energy(z)
@@ -595,6 +653,8 @@ def _check_inputs(energy: nn.Module, data: torch.Tensor, method: Any) -> None:
     check_training_inputs(
         tuple(data.shape), shapes, num_visible=num_visible, sampler_is_bound=bound
     )
+    if data.shape[0] >= 1 and data.shape[1] >= 1:
+        _check_closed_form_gradient(energy, data[:3])
 
 
 def train(

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from array_api_compat import device as _device
 
-from .._xp import Array, array_namespace, log_sigmoid, logsumexp, precise_matmul
+from .._xp import Array, array_namespace, log_sigmoid, logsumexp, precise_matmul, sigmoid
 
 __all__ = [
     "RBMParams",
@@ -23,6 +23,7 @@ __all__ = [
     "lattice_ising_energy",
     "lattice_mask",
     "rbm_free_energy",
+    "rbm_free_energy_and_input_grad",
     "rbm_gibbs_step",
     "rbm_hidden_logits",
     "rbm_log_likelihood",
@@ -135,9 +136,28 @@ def rbm_visible_logits(params: RBMParams, hidden: Array) -> Array:
 def rbm_free_energy(params: RBMParams, visible: Array) -> Array:
     """``F(v) = -v.b - sum_j softplus((v W + c)_j)``, so ``p(v) ∝ exp(-F(v))``:
     (..., m) -> (...)."""
+    return _free_energy_at(params, visible, rbm_hidden_logits(params, visible))
+
+
+def _free_energy_at(params: RBMParams, visible: Array, hidden_logits: Array) -> Array:
+    """:func:`rbm_free_energy` given the hidden logits ``v W + c``."""
     xp = array_namespace(visible)
-    hidden_term = xp.sum(_softplus(rbm_hidden_logits(params, visible)), axis=-1)
+    hidden_term = xp.sum(_softplus(hidden_logits), axis=-1)
     return -xp.sum(visible * params.visible_bias, axis=-1) - hidden_term
+
+
+def rbm_free_energy_and_input_grad(params: RBMParams, visible: Array) -> tuple[Array, Array]:
+    """``(F(v), dF/dv)`` in closed form: ``dF/dv = -b - sigmoid(v W + c) W^T``, the gradient
+    of :func:`rbm_free_energy` (``d softplus(h) / dh = sigmoid(h)``), with the hidden logits
+    computed once for both: (..., m) -> ((...), (..., m)). What the torch trainer's samplers
+    read instead of an autograd pass (eager torch: a few operations against a backward
+    graph per step)."""
+    xp = array_namespace(visible)
+    hidden_logits = rbm_hidden_logits(params, visible)
+    free_energy = _free_energy_at(params, visible, hidden_logits)
+    weights_t = xp.matrix_transpose(params.weights)
+    input_grad = -params.visible_bias - precise_matmul(sigmoid(hidden_logits), weights_t)
+    return free_energy, input_grad
 
 
 def rbm_log_partition(params: RBMParams) -> Array:

@@ -323,3 +323,89 @@ def test_ucd_steps_only_the_pairs_still_apart(monkeypatch):
     _, info = ebm._ucd_negative(ebm.UCD(k=1, max_time=10_000), rbm, batch)
     assert rows[0] == 600 and rows[-1] < 600 and rows == sorted(rows, reverse=True)
     assert sum(rows) < 0.5 * 600 * len(rows), (sum(rows), len(rows), info)
+
+
+def test_rbm_closed_form_input_gradient_is_the_free_energy_gradient():
+    """``core.rbm_free_energy_and_input_grad`` equals the free energy and its autograd
+    gradient in torch (float64) and ``jax.grad`` in JAX, on batched inputs."""
+    import jax
+    import jax.numpy as jnp
+
+    torch.manual_seed(0)
+    params = core.RBMParams(
+        torch.randn(7, 5, dtype=torch.float64),
+        torch.randn(7, dtype=torch.float64),
+        torch.randn(5, dtype=torch.float64),
+    )
+    v = (torch.rand(4, 7, dtype=torch.float64) < 0.5).double().requires_grad_(True)
+    f = core.rbm_free_energy(params, v)
+    (g,) = torch.autograd.grad(f.sum(), v)
+    f_closed, g_closed = core.rbm_free_energy_and_input_grad(params, v.detach())
+    np.testing.assert_allclose(f_closed.numpy(), f.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g_closed.numpy(), g.numpy(), rtol=1e-12)
+
+    jparams = core.RBMParams(*(jnp.asarray(p.numpy(), jnp.float32) for p in params))
+    jv = jnp.asarray(v.detach().numpy(), jnp.float32)
+    jg = jax.grad(lambda x: jnp.sum(core.rbm_free_energy(jparams, x)))(jv)
+    _, jg_closed = core.rbm_free_energy_and_input_grad(jparams, jv)
+    np.testing.assert_allclose(np.asarray(jg_closed), np.asarray(jg), rtol=1e-5, atol=1e-6)
+
+
+def _with_random_biases(energy: ebm.RBM) -> ebm.RBM:
+    """``energy`` with standard normal biases (an RBM starts with zero ones, which would
+    leave the biases' part of a gradient untested)."""
+    with torch.no_grad():
+        energy.visible_bias.normal_()
+        energy.hidden_bias.normal_()
+    return energy
+
+
+class _AutogradRBM(ebm.RBM):
+    """The RBM without its closed-form gradient: the trainer takes autograd's."""
+
+    energy_and_input_grad = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize(
+    "kernel", [px.DMALA(step_size=0.7), px.GWG(), px.ACS()], ids=["DMALA", "GWG", "ACS"]
+)
+def test_closed_form_gradient_takes_the_autograd_paths_steps(kernel):
+    """The trainer's steps read the RBM's closed-form input gradient (rows path: DMALA,
+    GWG; vmap path: ACS) and take the moves autograd's gradient gives, on the same noise."""
+    torch.manual_seed(0)
+    energy = _with_random_biases(ebm.RBM(8, 4, scale=1.0))
+    twin = _AutogradRBM(8, 4)
+    twin.load_state_dict(energy.state_dict())
+    x = (torch.rand(6, 8) < 0.5).float()
+    results = []
+    for model in (energy, twin):
+        torch.manual_seed(1)
+        results.append(ebm._kernel_steps(kernel, model, x, 10))
+    (closed_x, closed_accept, _), (auto_x, auto_accept, _) = results
+    np.testing.assert_array_equal(closed_x.numpy(), auto_x.numpy())
+    np.testing.assert_allclose(float(closed_accept), float(auto_accept), rtol=1e-5)
+    assert not torch.equal(closed_x, x)  # the chains moved
+
+
+def test_a_wrong_closed_form_gradient_is_refused():
+    """An energy whose ``energy_and_input_grad`` disagrees with autograd is refused at the
+    start of training, naming the method (here the gradient's sign is flipped)."""
+
+    class Flipped(ebm.RBM):
+        def energy_and_input_grad(self, x):
+            e, de = super().energy_and_input_grad(x)
+            return e, -de
+
+    torch.manual_seed(0)
+    energy = Flipped(16, 4, scale=0.5)
+    data = torch.as_tensor(bars_and_stripes())
+    kwargs = dict(
+        optimizer=torch.optim.SGD(energy.parameters(), lr=0.01),
+        method=core.PCD(sampler=px.DMALA(step_size=0.5), num_chains=10),
+        num_steps=1,
+        batch_size=10,
+        progress_bar=False,
+    )
+    with pytest.raises(ValueError, match="energy_and_input_grad.*autograd"):
+        ebm.train(energy, data, **kwargs)
+    ebm.train(_with_random_biases(ebm.RBM(16, 4, scale=0.5)), data, **kwargs)  # the RBM's own
