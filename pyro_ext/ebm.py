@@ -108,6 +108,11 @@ class IsingEnergy(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return core.lattice_ising_energy(self.couplings, self.field, self.mask, x)
 
+    def energy_and_input_grad(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(forward(x), d forward / dx)`` in closed form
+        (``core.lattice_ising_energy_and_input_grad``), (N, d) -> ((N,), (N, d))."""
+        return core.lattice_ising_energy_and_input_grad(self.couplings, self.field, self.mask, x)
+
 
 class MLPEnergy(nn.Module):
     """A small MLP energy on binary inputs (tanh layers, a linear read-out)."""

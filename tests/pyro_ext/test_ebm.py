@@ -360,23 +360,59 @@ def _with_random_biases(energy: ebm.RBM) -> ebm.RBM:
     return energy
 
 
+def test_ising_closed_form_input_gradient_is_the_energy_gradient():
+    """``core.lattice_ising_energy_and_input_grad`` equals the lattice Ising energy and its
+    autograd gradient (float64), couplings not symmetric to start with and a field."""
+    torch.manual_seed(0)
+    side = 3
+    mask = torch.as_tensor(core.lattice_mask(side), dtype=torch.float64)
+    couplings = torch.randn(side * side, side * side, dtype=torch.float64)
+    field = torch.randn(side * side, dtype=torch.float64)
+    x = (torch.rand(4, side * side, dtype=torch.float64) < 0.5).double().requires_grad_(True)
+    e = core.lattice_ising_energy(couplings, field, mask, x)
+    (g,) = torch.autograd.grad(e.sum(), x)
+    e_closed, g_closed = core.lattice_ising_energy_and_input_grad(
+        couplings, field, mask, x.detach()
+    )
+    np.testing.assert_allclose(e_closed.numpy(), e.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g_closed.numpy(), g.numpy(), rtol=1e-12)
+
+
 class _AutogradRBM(ebm.RBM):
     """The RBM without its closed-form gradient: the trainer takes autograd's."""
 
     energy_and_input_grad = None  # type: ignore[assignment]
 
 
+class _AutogradIsing(ebm.IsingEnergy):
+    """The Ising energy without its closed-form gradient."""
+
+    energy_and_input_grad = None  # type: ignore[assignment]
+
+
+def _energy_pair(kind: str) -> tuple:
+    """An energy with random parameters (biases and fields included) and its twin without
+    the closed-form gradient."""
+    if kind == "RBM":
+        energy, twin = _with_random_biases(ebm.RBM(8, 4, scale=1.0)), _AutogradRBM(8, 4)
+    else:
+        energy, twin = ebm.IsingEnergy(3, scale=1.0), _AutogradIsing(3)
+        with torch.no_grad():
+            energy.field.normal_()
+    twin.load_state_dict(energy.state_dict())
+    return energy, twin
+
+
+@pytest.mark.parametrize("kind", ["RBM", "Ising"])
 @pytest.mark.parametrize(
     "kernel", [px.DMALA(step_size=0.7), px.GWG(), px.ACS()], ids=["DMALA", "GWG", "ACS"]
 )
-def test_closed_form_gradient_takes_the_autograd_paths_steps(kernel):
-    """The trainer's steps read the RBM's closed-form input gradient (rows path: DMALA,
+def test_closed_form_gradient_takes_the_autograd_paths_steps(kernel, kind):
+    """The trainer's steps read the energy's closed-form input gradient (rows path: DMALA,
     GWG; vmap path: ACS) and take the moves autograd's gradient gives, on the same noise."""
     torch.manual_seed(0)
-    energy = _with_random_biases(ebm.RBM(8, 4, scale=1.0))
-    twin = _AutogradRBM(8, 4)
-    twin.load_state_dict(energy.state_dict())
-    x = (torch.rand(6, 8) < 0.5).float()
+    energy, twin = _energy_pair(kind)
+    x = (torch.rand(6, energy.mask.shape[0] if kind == "Ising" else 8) < 0.5).float()
     results = []
     for model in (energy, twin):
         torch.manual_seed(1)
