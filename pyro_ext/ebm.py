@@ -358,9 +358,9 @@ def _steps_in_rows(
 
 def _closed_form_gradient(energy: nn.Module) -> Callable | None:
     """The energy's own ``energy_and_input_grad(x) -> (E (N,), dE/dx (N, d))`` where it
-    defines one (``RBM`` does), else None (autograd). Eager torch pays per operation: the
-    closed form is a few, a backward pass builds and walks a graph (0.98 against 1.28 ms per
-    PCD-DMALA iteration of a 16x16 RBM with 100 chains, ``docs/ebm.md``)."""
+    defines one (``RBM`` and ``IsingEnergy`` do), else None (autograd). Eager torch pays per
+    operation: the closed form is a few, a backward pass builds and walks a graph (about 1.05
+    against 1.3 ms per PCD-DMALA iteration of a 16x16 RBM with 100 chains, ``docs/ebm.md``)."""
     method = getattr(energy, "energy_and_input_grad", None)
     return method if callable(method) else None
 
