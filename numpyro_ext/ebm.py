@@ -147,7 +147,8 @@ class MLPEnergy:
 
 
 class EBMResult(NamedTuple):
-    """What :func:`train` returns; pass it back as ``resume=`` to continue bit-identically.
+    """What :func:`train` returns; pass it back as ``resume=`` to continue (bit-identically
+    on the CPU).
 
     - **params**, **opt_state** - the final parameters and optimiser state;
     - **history** - dict of numpy arrays, one entry per iteration: ``energy_gap`` (mean energy
@@ -754,7 +755,8 @@ def train(
         an RBM, ``lambda p: RBM.log_likelihood(p, data)``).
     resume : EBMResult, optional
         Continue a previous run: the result of ``train(n1) -> train(n2, resume=...)`` equals
-        that of one run of ``n1 + n2`` iterations bit for bit.
+        that of one run of ``n1 + n2`` iterations bit for bit on the CPU (on a GPU, XLA
+        rounds a scanned chunk and single iterations differently).
     """
     from tqdm.auto import tqdm
 

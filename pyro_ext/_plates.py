@@ -55,6 +55,16 @@ def plate_dims(site: dict) -> tuple[dict, str | None]:
     return plate_dims_of(tuple(site["value"].shape), tuple(site["fn"].event_shape), frames)
 
 
+def _device_of(values: Values, fallback: torch.Tensor) -> torch.device:
+    """Where a model's terms are gathered: on its sites' values. A term can sit elsewhere:
+    ``pyro.factor`` wraps its factor in ``Unit``, which calls ``torch.as_tensor`` on it, and
+    under a set default device (``torch.set_default_device("cpu")``) that moves a CUDA factor."""
+    for value in values.values():
+        if isinstance(value, torch.Tensor):
+            return value.device
+    return fallback.device
+
+
 def element_terms_fn(
     model: Callable, args: tuple, kwargs: dict, leaf_dims: Mapping[str, int], shape: tuple
 ) -> Callable[[Values], torch.Tensor]:
@@ -79,6 +89,7 @@ def element_terms_fn(
             frames = {f.name: f.dim for f in site["cond_indep_stack"]}
             if all(frames.get(p) == d for p, d in leaf_dims.items()):
                 term = align_element_term(site["log_prob"], leaf_dims, shape)
+                term = term.to(_device_of(values, term))
                 total = term if total is None else total + term
         assert total is not None  # the leaf's own site is in its plates
         return total
@@ -148,7 +159,8 @@ def all_terms_fn(model: Callable, args: tuple, kwargs: dict) -> Callable[[Values
                     fn = fn.base_dist
                 log_prob = scale_and_mask(fn.log_prob(site["value"]), site["scale"], site["mask"])
                 parts.append(log_prob.reshape(-1))
-        return torch.cat([p.to(parts[0].dtype) for p in parts])
+        device = _device_of(values, parts[0])
+        return torch.cat([p.to(device=device, dtype=parts[0].dtype) for p in parts])
 
     return terms
 

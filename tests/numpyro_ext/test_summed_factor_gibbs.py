@@ -290,6 +290,13 @@ def test_a_dense_summed_factor_is_swept_one_coordinate_at_a_time_and_is_stationa
     """The last resort: every coordinate interacts with every other, so each is its own
     colour; the sweep's exact matrix keeps the posterior, and the compiled step (the colours
     through ``lax.fori_loop``, as in ``MCMC``) draws from its rows."""
+    # on a GPU, JAX multiplies float32 matrices in TF32 by default: the model's own product
+    # would then differ between the table's and the row's evaluations by about 1e-4
+    with jax.default_matmul_precision("highest"):
+        _check_dense_sweep()
+
+
+def _check_dense_sweep() -> None:
     assert DENSE_N > plate_gibbs.UNROLLED_COLOURS
     kernel = nx.PlateGibbs(dense_model)
     setup, local_fn = driver_setup(kernel)

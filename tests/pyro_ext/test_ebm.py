@@ -341,11 +341,11 @@ def test_rbm_closed_form_input_gradient_is_the_free_energy_gradient():
     f = core.rbm_free_energy(params, v)
     (g,) = torch.autograd.grad(f.sum(), v)
     f_closed, g_closed = core.rbm_free_energy_and_input_grad(params, v.detach())
-    np.testing.assert_allclose(f_closed.numpy(), f.detach().numpy(), rtol=1e-12)
-    np.testing.assert_allclose(g_closed.numpy(), g.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(f_closed.cpu().numpy(), f.detach().cpu().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g_closed.cpu().numpy(), g.cpu().numpy(), rtol=1e-12)
 
-    jparams = core.RBMParams(*(jnp.asarray(p.numpy(), jnp.float32) for p in params))
-    jv = jnp.asarray(v.detach().numpy(), jnp.float32)
+    jparams = core.RBMParams(*(jnp.asarray(p.cpu().numpy(), jnp.float32) for p in params))
+    jv = jnp.asarray(v.detach().cpu().numpy(), jnp.float32)
     jg = jax.grad(lambda x: jnp.sum(core.rbm_free_energy(jparams, x)))(jv)
     _, jg_closed = core.rbm_free_energy_and_input_grad(jparams, jv)
     np.testing.assert_allclose(np.asarray(jg_closed), np.asarray(jg), rtol=1e-5, atol=1e-6)
@@ -374,8 +374,8 @@ def test_ising_closed_form_input_gradient_is_the_energy_gradient():
     e_closed, g_closed = core.lattice_ising_energy_and_input_grad(
         couplings, field, mask, x.detach()
     )
-    np.testing.assert_allclose(e_closed.numpy(), e.detach().numpy(), rtol=1e-12)
-    np.testing.assert_allclose(g_closed.numpy(), g.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(e_closed.cpu().numpy(), e.detach().cpu().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(g_closed.cpu().numpy(), g.cpu().numpy(), rtol=1e-12)
 
 
 class _AutogradRBM(ebm.RBM):
@@ -418,7 +418,7 @@ def test_closed_form_gradient_takes_the_autograd_paths_steps(kernel, kind):
         torch.manual_seed(1)
         results.append(ebm._kernel_steps(kernel, model, x, 10))
     (closed_x, closed_accept, _), (auto_x, auto_accept, _) = results
-    np.testing.assert_array_equal(closed_x.numpy(), auto_x.numpy())
+    np.testing.assert_array_equal(closed_x.cpu().numpy(), auto_x.cpu().numpy())
     np.testing.assert_allclose(float(closed_accept), float(auto_accept), rtol=1e-5)
     assert not torch.equal(closed_x, x)  # the chains moved
 

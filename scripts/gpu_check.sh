@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The project's checks on a GPU machine, in one run that fits a short loan of the device:
+#   1. the Pyro tests' CUDA cases (tests/pyro_ext, `-k cuda`: the CPU cases are CI's),
+#   2. the device-step benchmark (benchmarks/device_step.py; its rows go to their own `-gpu`
+#      block of docs/benchmarks.md, copied to OUT),
+#   3. the JAX tests (tests/core, tests/numpyro_ext) with what time is left.
+# Logs are written as they go (`-v`), so a run cut by its time limit still names each result.
+#
+# Usage, in the repository root with the wheels of ../shared/gpu.md in .whl/:
+#   bash scripts/gpu_check.sh OUT [SECONDS]     (SECONDS: the whole run's limit, default 540)
+set -u
+out=${1:?usage: bash scripts/gpu_check.sh OUT [SECONDS]}
+total=${2:-540}
+mkdir -p "$out"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+  .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+
+left() { echo $((total - SECONDS)); }
+# SIGINT first: pytest then stops its workers and still prints the summary of what ran
+run_for() { timeout -s INT -k 20 "$@"; }
+
+{
+  nvidia-smi -L
+  python3 -c "import jax, torch; print(jax.__version__, jax.devices(), torch.__version__, torch.cuda.is_available())"
+} > "$out/device.txt" 2>&1
+
+run_for 180 python3 -m pytest tests/pyro_ext -k cuda -n 14 -v --tb=short -p no:cacheprovider \
+  > "$out/pyro_cuda.log" 2>&1
+echo "exit $? after ${SECONDS} s" >> "$out/pyro_cuda.log"
+
+run_for 180 python3 benchmarks/device_step.py --budget 0.5 > "$out/device_step.log" 2>&1
+echo "exit $? after ${SECONDS} s" >> "$out/device_step.log"
+cp docs/benchmarks.md "$out/benchmarks.md"
+
+if [ "$(left)" -gt 60 ]; then
+  run_for "$(($(left) - 25))" python3 -m pytest tests/core tests/numpyro_ext -n 15 -v --tb=short \
+    -p no:cacheprovider > "$out/jax.log" 2>&1
+  echo "exit $? after ${SECONDS} s" >> "$out/jax.log"
+fi
