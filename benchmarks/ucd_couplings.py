@@ -22,13 +22,13 @@ import numpy as np
 import numpyro_ext as nx
 from discrete_kernels import ebm as core
 from discrete_kernels.ebm import bars_and_stripes
-from numpyro_ext import ebm
+from numpyro_ext import _ucd, ebm
 
 
 def meeting_times(coupling, params, batch, key, max_time):
     method = ebm.UCD(k=1, max_time=max_time, max_tries=10, coupling=coupling)
     rbm = ebm.RBM(*params.weights.shape)
-    run = jax.jit(lambda k: ebm._ucd_negative(method, rbm, params, batch, k))
+    run = jax.jit(lambda k: _ucd.ucd_negative(method, rbm, params, batch, k))
     jax.block_until_ready(run(key))  # compile
     start = time.perf_counter()
     _, _, info = jax.block_until_ready(run(key))

@@ -19,8 +19,10 @@ the model term is estimated:
   :func:`discrete_kernels.samplers.dlp.coupled_step`); meeting times and cap hits are in the
   history.
 
-All the mathematics is in :mod:`discrete_kernels.ebm` and the samplers' specs; this module
-draws the noise, runs the loops and holds the state. One iteration is one jit-compiled call.
+All the mathematics is in :mod:`discrete_kernels.ebm` and the samplers' specs. This module
+has the ready-made energies, AIS and the training loop (iterations in chunks of one
+jit-compiled ``lax.scan``); the negative phase's chains are in ``numpyro_ext._ebm_chains`` and
+UCD's coupled chains in ``numpyro_ext._ucd``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import random
 
-import discrete_kernels as dk
 from discrete_kernels import ebm as core
 from discrete_kernels.ebm import (
     CD,
@@ -49,15 +50,20 @@ from discrete_kernels.ebm import (
     check_training_inputs,
     check_ucd_coupling,
 )
-from discrete_kernels.kernel import Sampler, Sites, take_step
 from discrete_kernels.samplers.acs import ACSPCDState
 from discrete_kernels.samplers.esh_dynamics import log_mean_exp_with_error
 from discrete_kernels.validation import check_int
-from discrete_kernels.warmup import Feedback, run_phases, start_phases
 
 from . import _sharding
-from ._noise import draw_noise
-from .driver import JAX_CONTROL, DiscreteKernel
+from ._ebm_chains import (
+    acs_pcd_advance,
+    advance,
+    kernel_chain_fns,
+    kernel_sampler,
+    mean_energy_grad,
+)
+from ._ucd import ucd_negative
+from .driver import DiscreteKernel
 
 __all__ = [
     "CD",
@@ -194,159 +200,6 @@ def _sampler_of(method: Any, energy: Any) -> Any:
     return sampler
 
 
-def _kernel_sampler(kernel: DiscreteKernel, dim: int) -> tuple[Sampler, Sites, Any]:
-    """The spec, the sites of one binary leaf of ``dim`` coordinates, and the adaptation
-    state at which the spec's parameters are its initial ones (no warmup in training)."""
-    spec = kernel.spec
-    sites = Sites(("x",), (dk.Binary(),), (False,))
-    spec.check_sites(sites, dim)
-    adapt = spec.adapt_init(jnp.ones(()), 0, sites, dim, JAX_CONTROL)
-    return spec, sites, start_phases(spec.phases(0, JAX_CONTROL), adapt)
-
-
-def _advance(sampler, energy, params, x, key, num_steps: int, dim: int):
-    """``num_steps`` sampler steps on each chain of ``x`` (C, d): ``(x, mean accept_prob)``."""
-    if isinstance(sampler, BlockGibbs):
-        hidden_shape = x.shape[:-1] + (params.weights.shape[1],)
-
-        def gibbs(i, carry):
-            v, key = carry
-            key, key_h, key_v = random.split(key, 3)
-            u_h, u_v = random.uniform(key_h, hidden_shape), random.uniform(key_v, v.shape)
-            return core.rbm_visible_sweep(params, v, u_h, u_v), key
-
-        v, _ = jax.lax.fori_loop(0, num_steps, gibbs, (x, key))
-        return v, jnp.asarray(jnp.nan)
-    if isinstance(sampler, SiteGibbs):
-
-        def site(i, carry):
-            v, key = carry
-            key, key_index, key_u = random.split(key, 3)
-            index = random.randint(key_index, x.shape[:1], 0, dim)
-            log_density_zero = -energy(params, core.with_coordinate(v, index, 0.0))
-            log_density_one = -energy(params, core.with_coordinate(v, index, 1.0))
-            uniform = random.uniform(key_u, x.shape[:1])
-            v = core.site_gibbs_update(v, index, log_density_zero, log_density_one, uniform)
-            return v, key
-
-        v, _ = jax.lax.fori_loop(0, num_steps, site, (x, key))
-        return v, jnp.asarray(jnp.nan)
-
-    _, _, adapt = _kernel_sampler(sampler, dim)
-    init, step, _ = _kernel_chain_fns(sampler, dim, lambda z: -energy(params, z[None])[0])
-
-    def one_chain(x1, key1):
-        def body(i, carry):
-            chain, adapt_state, key, accept = carry
-            key, key_step = random.split(key)
-            chain, adapt_state, accept_prob = step(chain, adapt_state, key_step, i)
-            return chain, adapt_state, key, accept + accept_prob
-
-        carry = (init(x1), adapt, key1, jnp.zeros(()))
-        chain, _, _, accept = jax.lax.fori_loop(0, num_steps, body, carry)
-        return chain.x[0], accept / num_steps
-
-    keys = random.split(key, x.shape[0])
-    xs, accept = jax.vmap(one_chain)(jnp.asarray(x, jnp.int32), keys)
-    return jnp.asarray(xs, x.dtype), jnp.mean(accept)
-
-
-def _kernel_chain_fns(kernel: DiscreteKernel, dim: int, log_density: Callable):
-    """``(init, step, local_fn)`` of one chain of ``kernel`` on ``{0, 1}^dim`` for
-    ``log_density(x)`` (a float vector in, a scalar out): ``init(x) -> chain``,
-    ``step(chain, adapt, key, i, params=None, num_warmup=0) -> (chain, adapt, accept_prob)``
-    (with ``params``, a :class:`StepParameters` that replaces the spec's and skips its
-    adaptation) and the spec's ``local_fn(leaves) -> (f, (grad,))``."""
-    spec, sites, _ = _kernel_sampler(kernel, dim)
-
-    def local_fn(leaves: tuple) -> tuple:
-        xf = jnp.asarray(leaves[0], jnp.result_type(float))
-        f, g = jax.value_and_grad(log_density)(xf)
-        return f, (g,)
-
-    shapes = spec.noise_shapes(sites, [(dim,)])
-
-    def init(x: jax.Array):
-        f, local = local_fn((x,))
-        return dk.ChainState((x,), f, local)
-
-    phases = {0: spec.phases(0, JAX_CONTROL)}
-
-    def step(chain, adapt_state, key, i, params=None, num_warmup=0):
-        _, noise = draw_noise(key, shapes)
-        fixed = params is not None
-        params = params if fixed else spec.parameters(adapt_state)
-        chain, info = take_step(
-            spec, chain, noise, params, adapt_state, sites, local_fn, JAX_CONTROL
-        )
-        if not fixed:
-            if num_warmup not in phases:
-                phases[num_warmup] = spec.phases(num_warmup, JAX_CONTROL)
-            feedback = Feedback(info, params, chain, i)
-            adapt_state = run_phases(phases[num_warmup], adapt_state, feedback, JAX_CONTROL)
-        return chain, adapt_state, info.accept_prob
-
-    return init, step, local_fn
-
-
-def _acs_pcd_advance(kernel, energy, params, state: ACSPCDState, key, num_steps: int, dim: int):
-    """PCD's negative phase with ACS (App. B, Alg. 6): the iteration's ``num_steps`` steps at
-    the schedule's ``(alpha, beta)`` (:class:`discrete_kernels.samplers.acs.ACSPCDSchedule`),
-    or on a re-tuning iteration the full tuning run of the kernel on each chain, whose
-    estimates (medians over the chains) set the cycle. Returns ``(samples, mean accept_prob,
-    new state)``."""
-    spec = kernel.spec
-    schedule = spec.pcd_schedule()
-    init, step, _ = _kernel_chain_fns(kernel, dim, lambda z: -energy(params, z[None])[0])
-    _, sites, adapt0 = _kernel_sampler(kernel, dim)
-    keys = random.split(key, state.buffer.shape[0])
-    x = jnp.asarray(state.buffer, jnp.int32)
-    tuning = schedule.tuning_steps
-
-    def tune(_):
-        def one_chain(x1, key1):
-            def body(i, carry):
-                chain, adapt, key, accept = carry
-                key, key_step = random.split(key)
-                chain, adapt, accept_prob = step(chain, adapt, key_step, i, num_warmup=tuning)
-                return chain, adapt, key, accept + accept_prob
-
-            adapt = spec.adapt_init(jnp.ones(()), tuning, sites, dim, JAX_CONTROL)
-            adapt = start_phases(spec.phases(tuning, JAX_CONTROL), adapt)
-            carry = (init(x1), adapt, key1, jnp.zeros(()))
-            chain, adapt, _, accept = jax.lax.fori_loop(0, tuning, body, carry)
-            return chain.x[0], accept / tuning, adapt.alpha_max, adapt.alpha_min
-
-        xs, accept, alpha_max, alpha_min = jax.vmap(one_chain)(x, keys)
-        high, low = schedule.tuned_bounds(alpha_max, alpha_min)
-        return xs, jnp.mean(accept), high, low
-
-    def scheduled(_):
-        def one_chain(x1, key1):
-            def body(i, carry):
-                chain, key, accept = carry
-                key, key_step = random.split(key)
-                step_params = schedule.parameters(state, i)
-                chain, _, accept_prob = step(chain, adapt0, key_step, i, params=step_params)
-                return chain, key, accept + accept_prob
-
-            carry = (init(x1), key1, jnp.zeros(()))
-            chain, _, accept = jax.lax.fori_loop(0, num_steps, body, carry)
-            return chain.x[0], accept / num_steps
-
-        xs, accept = jax.vmap(one_chain)(x, keys)
-        return xs, jnp.mean(accept), state.alpha_max, state.alpha_min
-
-    if schedule.tunes:
-        retune = schedule.retunes(state.iteration)
-        xs, accept, alpha_max, alpha_min = jax.lax.cond(retune, tune, scheduled, None)
-    else:
-        xs, accept, alpha_max, alpha_min = scheduled(None)
-    samples = jnp.asarray(xs, state.buffer.dtype)
-    new_state = ACSPCDState(samples, state.iteration + 1, alpha_max, alpha_min)
-    return samples, accept, new_state
-
-
 def ais_log_partition(
     energy: Callable,
     params: Any,
@@ -367,7 +220,7 @@ def ais_log_partition(
     """
     base_logits = jnp.asarray(base_logits, jnp.result_type(float))
     dim = base_logits.shape[-1]
-    _, _, adapt = _kernel_sampler(sampler, dim)
+    _, _, adapt = kernel_sampler(sampler, dim)
 
     def base_log_density(x):
         return jnp.sum(x * base_logits, axis=-1) - jnp.sum(jax.nn.softplus(base_logits))
@@ -392,7 +245,7 @@ def ais_log_partition(
             def log_density(z, beta=beta):
                 return (1 - beta) * base_log_density(z) + beta * target_log_density(z)
 
-            init, step, _ = _kernel_chain_fns(sampler, dim, log_density)
+            init, step, _ = kernel_chain_fns(sampler, dim, log_density)
             key, key_step = random.split(key)
             chain, _, _ = step(init(x), adapt, key_step, j)
             return chain.x[0], log_w, key
@@ -403,186 +256,6 @@ def ais_log_partition(
     log_w = jax.jit(jax.vmap(one_chain))(random.split(rng_key, num_chains))
     estimate, se = log_mean_exp_with_error(log_w)
     return float(estimate), float(se)
-
-
-def _mean_energy_grad(energy, params, x):
-    """``(mean E(x), grad_params mean E(x))`` with ``x`` held fixed."""
-    x = jax.lax.stop_gradient(x)
-    return jax.value_and_grad(lambda p: jnp.mean(energy(p, x)))(params)
-
-
-class _Coupling(NamedTuple):
-    """How UCD runs its two chains: ``start(key) -> (key, xi_1, eta_0)`` from the batch,
-    ``step(key, t, xi, eta) -> (key, xi, eta, rejections, capped)`` (one coupled step, per
-    chain), ``same(xi, eta)`` (C,) and ``visible(state)`` (C, d)."""
-
-    start: Callable
-    step: Callable
-    same: Callable
-    visible: Callable
-
-
-def _rbm_coupling(method: UCD, params, batch) -> _Coupling:
-    """The coupled block Gibbs chains of Alg. 3, on the RBM's visible and hidden units."""
-    chains, m = batch.shape
-    n = params.weights.shape[1]
-
-    def start(key):
-        key, (u_h0, u_v1, u_h1) = _ucd_start_noise(key, chains, m, n)
-        h0 = core.bernoulli_from_uniform(core.rbm_hidden_logits(params, batch), u_h0)
-        eta = core.RBMState(batch, h0)
-        return key, core.rbm_gibbs_step(params, eta, u_v1, u_h1), eta
-
-    def step(key, t, xi, eta):
-        rows = xi.visible.shape[0]  # the working set (compaction)
-        key, noise = _ucd_step_noise(key, t, rows, m, n, method.max_tries)
-        xi, eta, info = core.rbm_coupled_gibbs_step(params, xi, eta, *noise)
-        return key, xi, eta, info.rejections, info.capped
-
-    def same(xi, eta):
-        return core.same_state(xi.visible, eta.visible) & core.same_state(xi.hidden, eta.hidden)
-
-    return _Coupling(start, step, same, lambda state: state.visible)
-
-
-def _kernel_coupling(kernel: DiscreteKernel, energy, params, batch) -> _Coupling:
-    """Two DMALA chains on ``{0, 1}^d`` coupled per coordinate with a common MH uniform
-    (:func:`discrete_kernels.samplers.dlp.coupled_step`); each chain keeps its cached log density
-    and gradient, so a coupled step costs two gradient evaluations per pair."""
-    chains, dim = batch.shape
-    spec, sites, adapt = _kernel_sampler(kernel, dim)  # a DMALA spec (check_ucd_coupling)
-    init, one_step, local_fn = _kernel_chain_fns(kernel, dim, lambda z: -energy(params, z[None])[0])
-    shapes = spec.noise_shapes(sites, [(dim,)])
-    step_params = spec.parameters(adapt)
-
-    def start(key):
-        key, key_first = random.split(key)
-        eta = jax.vmap(init)(jnp.asarray(batch, jnp.int32))
-
-        def first(chain, k):
-            return one_step(chain, adapt, k, 0)[0]
-
-        return key, jax.vmap(first)(eta, random.split(key_first, chains)), eta
-
-    def coupled(xi, eta, k):
-        _, noise = draw_noise(k, shapes)
-        xi, eta, _, _ = spec.coupled_step(xi, eta, noise, step_params, adapt, sites, local_fn)
-        return xi, eta
-
-    def step(key, t, xi, eta):
-        rows = xi.x[0].shape[0]  # the working set (compaction)
-        key, key_step = random.split(key)
-        xi, eta = jax.vmap(coupled)(xi, eta, random.split(key_step, rows))
-        zeros = jnp.zeros((rows,), jnp.int32)
-        return key, xi, eta, zeros, zeros.astype(bool)
-
-    def same(xi, eta):
-        return core.same_state(xi.x[0], eta.x[0])
-
-    return _Coupling(start, step, same, lambda state: jnp.asarray(state.x[0], batch.dtype))
-
-
-def _ucd_negative(method: UCD, energy: Any, params, batch, key):
-    """UCD's estimate of ``E_model[grad E]`` (and ``E_model[E]``) from coupled chains started
-    at ``batch``; statistics of the meeting times and caps.
-
-    After step ``k`` only the pairs still apart are stepped: the loop runs on working sets of
-    the sizes :func:`discrete_kernels.ebm.ucd_compaction_capacities` gives, gathering the
-    pairs still apart into the next size as soon as they fit (met pairs add nothing more)."""
-    chains = batch.shape[0]
-    if method.coupling is None or isinstance(method.coupling, BlockGibbs):
-        coupling = _rbm_coupling(method, params, batch)
-    else:
-        coupling = _kernel_coupling(method.coupling, energy, params, batch)
-
-    def weighted_grad(xi_v, eta_v, w_xi, w_eta):
-        def total(p):
-            return jnp.sum(w_xi * energy(p, xi_v) - w_eta * energy(p, eta_v)) / chains
-
-        return jax.value_and_grad(total)(params)
-
-    key, first, start = coupling.start(key)
-    k = method.k
-    # t = 0 (only k = 0 uses it) and t = 1
-    met0 = jnp.zeros((chains,), bool)
-    w_xi, _ = core.ucd_weights(0, k, met0)
-    value, grad = weighted_grad(batch, batch, w_xi, jnp.zeros_like(w_xi))
-    met = coupling.same(first, start)
-    w_xi, w_eta = core.ucd_weights(1, k, met)
-    v1, g1 = weighted_grad(coupling.visible(first), coupling.visible(start), w_xi, w_eta)
-    value, grad = value + v1, jax.tree.map(jnp.add, grad, g1)
-    zero = jnp.zeros((), jnp.int32)
-    # totals over the pairs: meeting times of the met ones, rejections, capped tries
-    carry: tuple = (jnp.asarray(1), first, start, met, value, grad)
-    carry = (*carry, jnp.sum(met).astype(jnp.int32), zero, zero, key)
-    capacities = core.ucd_compaction_capacities(chains)
-
-    def body(carry):
-        t, xi, eta, met, value, grad, tau_sum, rejections, tries_capped, key = carry
-        t = t + 1
-        key, xi, eta, step_rejections, capped = coupling.step(key, t, xi, eta)
-        newly = ~met & coupling.same(xi, eta)
-        met_now = met | newly
-        w_xi, w_eta = core.ucd_weights(t, k, met_now)
-        v, g = weighted_grad(coupling.visible(xi), coupling.visible(eta), w_xi, w_eta)
-        return (
-            t,
-            xi,
-            eta,
-            met_now,
-            value + v,
-            jax.tree.map(jnp.add, grad, g),
-            tau_sum + t * jnp.sum(newly),
-            rejections + jnp.sum(jnp.where(met, 0, step_rejections)),
-            tries_capped + jnp.sum(~met & capped),
-            key,
-        )
-
-    for stage, capacity in enumerate(capacities):
-        following = capacities[stage + 1] if stage + 1 < len(capacities) else 0
-        if stage > 0:  # gather the pairs still apart into a working set of this size
-            t, xi, eta, met, *rest = carry
-            order = core.ucd_compaction_order(met, capacity)
-            xi, eta = _take_rows(xi, order), _take_rows(eta, order)
-            carry = (t, xi, eta, met[order], *rest)
-
-        def keep_going(carry, following=following):
-            t, _, _, met, *_ = carry
-            apart = jnp.sum(~met)
-            return (t < method.max_time) & ((t < k) | (apart > following))
-
-        carry = jax.lax.while_loop(keep_going, body, carry)
-
-    t, _, _, met, value, grad, tau_sum, rejections, tries_capped, _ = carry
-    tau_sum = tau_sum + t * jnp.sum(~met)  # pairs stopped at max_time count t
-    info = {
-        "meeting_time": tau_sum.astype(jnp.float32) / chains,
-        "time_capped": jnp.sum(~met),
-        "rejections": rejections.astype(jnp.float32) / chains,
-        "tries_capped": tries_capped,
-    }
-    return value, grad, info
-
-
-def _take_rows(state: Any, rows: jax.Array) -> Any:
-    """Rows ``rows`` of every leaf of a batch of chain states (leading chain axis)."""
-    return jax.tree.map(lambda leaf: leaf[rows], state)
-
-
-def _ucd_start_noise(key: jax.Array, chains: int, m: int, n: int) -> tuple:
-    """The next key and the uniforms of UCD's start: ``h_0`` (C, n), then the first sweep's
-    visible (C, m) and hidden (C, n) uniforms."""
-    key, k1, k2, k3 = random.split(key, 4)
-    shapes = ((k1, (chains, n)), (k2, (chains, m)), (k3, (chains, n)))
-    return key, tuple(random.uniform(k, s) for k, s in shapes)
-
-
-def _ucd_step_noise(key: jax.Array, t: jax.Array, chains: int, m: int, n: int, tries: int):
-    """The next key and the uniforms of coupled step ``t``, in the order of
-    :func:`discrete_kernels.ebm.rbm_coupled_gibbs_step`."""
-    key, *keys = random.split(key, 6)
-    shapes = ((chains,), (chains, m), (tries, chains, 2), (tries, chains, m), (chains, n))
-    return key, tuple(random.uniform(k, s) for k, s in zip(keys, shapes))
 
 
 def _uses_acs_schedule(method: Any, sampler: Any) -> bool:
@@ -630,10 +303,10 @@ def _make_update(
         key, key_step = random.split(key)
         key_batch, key_neg, key_reinit, key_pick = random.split(key_step, 4)
         batch = on_devices(data[random.randint(key_batch, (batch_size,), 0, num_data)])
-        pos_value, pos_grad = _mean_energy_grad(energy, params, batch)
+        pos_value, pos_grad = mean_energy_grad(energy, params, batch)
         info: dict = {}
         if isinstance(method, UCD):
-            neg_value, neg_grad, info = _ucd_negative(method, energy, params, batch, key_neg)
+            neg_value, neg_grad, info = ucd_negative(method, energy, params, batch, key_neg)
             accept = jnp.asarray(jnp.nan)
         else:
             if isinstance(method, CD):
@@ -646,15 +319,15 @@ def _make_update(
                 start = on_devices(start)
             if acs_schedule:
                 state = buffer._replace(buffer=start)
-                samples, accept, buffer = _acs_pcd_advance(
+                samples, accept, buffer = acs_pcd_advance(
                     sampler, energy, params, state, key_neg, steps, dim
                 )
             else:
-                samples, accept = _advance(sampler, energy, params, start, key_neg, steps, dim)
+                samples, accept = advance(sampler, energy, params, start, key_neg, steps, dim)
                 if isinstance(method, PCD):
                     buffer = samples
             samples = on_devices(samples)
-            neg_value, neg_grad = _mean_energy_grad(energy, params, samples)
+            neg_value, neg_grad = mean_energy_grad(energy, params, samples)
         grad = jax.tree.map(jnp.subtract, pos_grad, neg_grad)
         updates, opt_state = optimizer.update(grad, opt_state, params)
         params = optax.apply_updates(params, updates)

@@ -2,7 +2,7 @@
 # The project's checks on a GPU machine, in one run that fits a short loan of the device:
 #   1. the Pyro tests' CUDA cases (tests/pyro_ext, `-k cuda`: the CPU cases are CI's),
 #   2. the device-step benchmark (benchmarks/device_step.py; its rows go to their own `-gpu`
-#      block of docs/benchmarks.md, copied to OUT),
+#      block of docs/benchmarks.md, copied to OUT) and benchmarks/collected_fields.py,
 #   3. the JAX tests (tests/core, tests/numpyro_ext) with what time is left.
 # Logs are written as they go (`-v`), so a run cut by its time limit still names each result.
 #
@@ -32,6 +32,9 @@ echo "exit $? after ${SECONDS} s" >> "$out/pyro_cuda.log"
 run_for 180 python3 benchmarks/device_step.py --budget 0.5 > "$out/device_step.log" 2>&1
 echo "exit $? after ${SECONDS} s" >> "$out/device_step.log"
 cp docs/benchmarks.md "$out/benchmarks.md"
+# does NumPyro's per-field collection (one lax.cond per field and step) cost the MCMC step's
+# extra 70 µs seen on an H200?
+run_for 90 python3 benchmarks/collected_fields.py > "$out/collected_fields.log" 2>&1
 
 if [ "$(left)" -gt 60 ]; then
   run_for "$(($(left) - 25))" python3 -m pytest tests/core tests/numpyro_ext -n 15 -v --tb=short \

@@ -10,7 +10,7 @@ import pytest
 import numpyro_ext as nx
 from discrete_kernels import ebm as core
 from discrete_kernels.ebm import bars_and_stripes
-from numpyro_ext import ebm
+from numpyro_ext import _ebm_chains, _ucd, ebm
 
 
 def small_rbm(m=5, n=3, scale=1.0, seed=0):
@@ -40,7 +40,7 @@ def test_ucd_negative_phase_is_unbiased_and_cd1_is_not(coupling):
     batch = jnp.tile(jnp.array([1.0, 1, 0, 0, 1]), (3000, 1))  # far from the model
     kernel = nx.DMALA(step_size=2.0) if coupling == "dmala" else None
     ucd = ebm.UCD(k=1, max_time=200, max_tries=30, coupling=kernel)
-    run = jax.jit(lambda key: ebm._ucd_negative(ucd, rbm, params, batch, key))
+    run = jax.jit(lambda key: _ucd.ucd_negative(ucd, rbm, params, batch, key))
     grads, capped = [], 0
     for i in range(12):
         _, grad, info = run(jax.random.key(i))
@@ -53,8 +53,8 @@ def test_ucd_negative_phase_is_unbiased_and_cd1_is_not(coupling):
     assert capped == 0
     assert np.all(np.abs(z) < 5), z
     # power: CD-1 from the same batch is biased
-    samples, _ = ebm._advance(ebm.BlockGibbs(), rbm, params, batch, jax.random.key(0), 1, 5)
-    _, cd_grad = ebm._mean_energy_grad(rbm, params, samples)
+    samples, _ = _ebm_chains.advance(ebm.BlockGibbs(), rbm, params, batch, jax.random.key(0), 1, 5)
+    _, cd_grad = _ebm_chains.mean_energy_grad(rbm, params, samples)
     flat_cd = np.concatenate([np.ravel(g) for g in cd_grad])
     assert np.max(np.abs(flat_cd - flat_exact) / (grads.std(0, ddof=1) / np.sqrt(12))) > 10
 

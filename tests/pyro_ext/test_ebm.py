@@ -8,7 +8,7 @@ import torch
 import pyro_ext as px
 from discrete_kernels import ebm as core
 from discrete_kernels.ebm import bars_and_stripes
-from pyro_ext import ebm
+from pyro_ext import _ebm_chains, _ucd, ebm
 
 
 @pytest.mark.parametrize(
@@ -123,7 +123,7 @@ def test_ucd_with_coupled_dmala_is_unbiased():
     estimates, taus = [], []
     for _ in range(10):
         rbm.zero_grad()
-        surrogate, info = ebm._ucd_negative(method, rbm, batch)
+        surrogate, info = _ucd.ucd_negative(method, rbm, batch)
         surrogate.backward()
         estimates.append(rbm.visible_bias.grad.clone().cpu().numpy())
         taus.append(info["meeting_time"])
@@ -144,6 +144,7 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
     gradient estimate and meeting statistics."""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
+    from numpyro_ext import _ucd as nucd
     from numpyro_ext import ebm as nebm
 
     rng = np.random.default_rng(0)
@@ -174,13 +175,13 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
 
     # torch
     monkeypatch.setattr(
-        ebm,
-        "_ucd_start_noise",
+        _ucd,
+        "ucd_start_noise",
         lambda c, m_, n_, device=None: tuple(torch.as_tensor(a) for a in start),
     )
     monkeypatch.setattr(
-        ebm,
-        "_ucd_step_noise",
+        _ucd,
+        "ucd_step_noise",
         lambda t, c, m_, n_, k_, device=None: tuple(
             torch.as_tensor(a) for a in rows_of(steps[t], c)
         ),
@@ -190,24 +191,24 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
         rbm.weights.copy_(torch.as_tensor(weights))
         rbm.visible_bias.copy_(torch.as_tensor(vb))
         rbm.hidden_bias.copy_(torch.as_tensor(hb))
-    surrogate, t_info = ebm._ucd_negative(method, rbm, torch.as_tensor(batch))
+    surrogate, t_info = _ucd.ucd_negative(method, rbm, torch.as_tensor(batch))
     surrogate.backward()
     t_grad = [rbm.weights.grad.numpy(), rbm.visible_bias.grad.numpy(), rbm.hidden_bias.grad.numpy()]
 
     # jax
     monkeypatch.setattr(
-        nebm, "_ucd_start_noise", lambda key, c, m_, n_: (key, tuple(jnp.asarray(a) for a in start))
+        nucd, "ucd_start_noise", lambda key, c, m_, n_: (key, tuple(jnp.asarray(a) for a in start))
     )
     monkeypatch.setattr(
-        nebm,
-        "_ucd_step_noise",
+        nucd,
+        "ucd_step_noise",
         lambda key, t, c, m_, n_, k_: (
             key,
             tuple(jnp.asarray(a)[t] for a in rows_of(stacked, c, lead=1)),
         ),
     )
     params = core.RBMParams(jnp.asarray(weights), jnp.asarray(vb), jnp.asarray(hb))
-    value, j_grad, j_info = nebm._ucd_negative(
+    value, j_grad, j_info = nucd.ucd_negative(
         method, nebm.RBM(m, n), params, jnp.asarray(batch), jax.random.key(0)
     )
     assert t_info["time_capped"] == 0 and int(j_info["time_capped"]) == 0
@@ -255,7 +256,7 @@ def test_batched_kernel_steps_equal_the_one_chain_step(kernel):
     x = (torch.rand(5, 6) < 0.5).float()
     steps = 3
     torch.manual_seed(1)
-    batched, _, _ = ebm._kernel_steps(kernel, energy, x, steps)
+    batched, _, _ = _ebm_chains.kernel_steps(kernel, energy, x, steps)
     spec = kernel.spec
     sites = Sites(("x",), (Binary(),), (False,))
     like = torch.ones(())
@@ -295,7 +296,7 @@ def test_rows_and_vmap_paths_adapt_alike(monkeypatch):
     for in_rows in (True, False):
         monkeypatch.setattr(DMALA, "steps_chains_in_rows", in_rows)
         torch.manual_seed(1)
-        results.append(ebm._kernel_steps(kernel, energy, x, 20, num_warmup=20))
+        results.append(_ebm_chains.kernel_steps(kernel, energy, x, 20, num_warmup=20))
     (rows_x, rows_accept, rows_adapt), (vmap_x, vmap_accept, vmap_adapt) = results
     np.testing.assert_array_equal(rows_x.cpu().numpy(), vmap_x.cpu().numpy())
     np.testing.assert_allclose(float(rows_accept), float(vmap_accept), rtol=1e-5)
@@ -311,16 +312,16 @@ def test_ucd_steps_only_the_pairs_still_apart(monkeypatch):
     than pairs times steps."""
     torch.manual_seed(0)
     rows = []
-    draw = ebm._ucd_step_noise
+    draw = _ucd.ucd_step_noise
 
     def recording(t, chains, *rest, **kwargs):
         rows.append(chains)
         return draw(t, chains, *rest, **kwargs)
 
-    monkeypatch.setattr(ebm, "_ucd_step_noise", recording)
+    monkeypatch.setattr(_ucd, "ucd_step_noise", recording)
     rbm = ebm.RBM(16, 16, scale=1.0)
     batch = torch.as_tensor(bars_and_stripes()).repeat(20, 1)  # 600 pairs
-    _, info = ebm._ucd_negative(ebm.UCD(k=1, max_time=10_000), rbm, batch)
+    _, info = _ucd.ucd_negative(ebm.UCD(k=1, max_time=10_000), rbm, batch)
     assert rows[0] == 600 and rows[-1] < 600 and rows == sorted(rows, reverse=True)
     assert sum(rows) < 0.5 * 600 * len(rows), (sum(rows), len(rows), info)
 
@@ -416,7 +417,7 @@ def test_closed_form_gradient_takes_the_autograd_paths_steps(kernel, kind):
     results = []
     for model in (energy, twin):
         torch.manual_seed(1)
-        results.append(ebm._kernel_steps(kernel, model, x, 10))
+        results.append(_ebm_chains.kernel_steps(kernel, model, x, 10))
     (closed_x, closed_accept, _), (auto_x, auto_accept, _) = results
     np.testing.assert_array_equal(closed_x.cpu().numpy(), auto_x.cpu().numpy())
     np.testing.assert_allclose(float(closed_accept), float(auto_accept), rtol=1e-5)
