@@ -51,6 +51,7 @@ EXTERNAL = {
 SCRIPTS = {
     "scaling": "time per step against d and chains, paper scale, memory",
     "device_step": "a DMALA step on the device at hand against a hand-written one and the paper's",
+    "collected_fields": "MCMC(nx.DMALA) with its statistics collected against the state only",
     "small_models": "small models: MCMC(nx.DMALA) and px.DMALA against plain loops, DiscreteGibbs",
     "ising_ess": "Ising lattices: DMALA's ESS/s against DiscreteGibbs under the ratio rule",
     "discs": "DISCS's classical models and metric (Hamming-distance ESS per s and per evaluation)",
