@@ -91,12 +91,13 @@ def hand_dmala_step_seconds(log_density, d: int, chains: int, budget: float) -> 
 
 
 def mcmc_step_seconds(
-    log_density, d: int, chains: int, draws: int, repeats: int = 2
+    log_density, d: int, chains: int, draws: int, repeats: int = 2, kernel_class=nx.DMALA
 ) -> tuple[float, float]:
-    """Steady-state seconds per step of ``MCMC(nx.DMALA)`` and its mean acceptance: runs of
-    ``draws`` and ``2 draws`` steps (best of ``repeats`` each); their difference cancels
-    compilation and the run's fixed costs."""
-    kernel = nx.DMALA(
+    """Steady-state seconds per step of ``MCMC(kernel_class)`` (DMALA or a subclass) and its
+    mean acceptance (NaN where it is not collected): runs of ``draws`` and ``2 draws`` steps
+    (best of ``repeats`` each); their difference cancels compilation and the run's fixed
+    costs."""
+    kernel = kernel_class(
         potential_fn=lambda x: -log_density(x),
         domain=nx.Binary(),
         step_size=STEP_SIZE,
@@ -121,18 +122,25 @@ def mcmc_step_seconds(
             jax.block_until_ready(mcmc.last_state)
             best = min(best, time.perf_counter() - start)
         seconds[n] = best
-        accept = float(np.mean(mcmc.get_extra_fields()["accept_prob"]))
+        fields = mcmc.get_extra_fields()
+        accept = float(np.mean(fields["accept_prob"])) if "accept_prob" in fields else np.nan
     return max(seconds[2 * draws] - seconds[draws], 1e-9) / draws, accept
+
+
+def mcmc_draws(step_seconds: float, budget: float, chains: int, d: int) -> int:
+    """Draws of the shorter MCMC run: about ``4 budget`` seconds of steps, at least 20, and at
+    most what keeps :data:`COLLECTED_BYTES` of states (MCMC keeps every 10th int32 state and
+    NumPyro copies them once more at the end: on a GPU, 10,000 chains of the RBM at 6,340
+    draws wanted 20 GB)."""
+    most = 10 * COLLECTED_BYTES // (4 * chains * d)
+    return int(max(20, min(4 * budget / step_seconds, most)))
 
 
 def jax_rows(log_density, d: int, chains: int, budget: float) -> dict:
     """The three compiled loops, then MCMC with runs long enough (about ``4 budget`` seconds
     for the shorter) that the difference of the two is not lost in their fixed costs."""
     sample = kernel_step_seconds(log_density, d, chains, budget)
-    # MCMC keeps every 10th state (int32) and NumPyro copies them once more at the end: at most
-    # COLLECTED_BYTES of them (on a GPU, 10,000 chains of the RBM at 6,340 draws wanted 20 GB)
-    most = 10 * COLLECTED_BYTES // (4 * chains * d)
-    draws = int(max(20, min(4 * budget / sample, most)))
+    draws = mcmc_draws(sample, budget, chains, d)
     mcmc, accept = mcmc_step_seconds(log_density, d, chains, draws)
     return dict(
         d=d,
