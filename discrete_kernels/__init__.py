@@ -13,11 +13,12 @@ callables supplied by the adapters (:mod:`numpyro_ext`, :mod:`pyro_ext`).
   :mod:`~discrete_kernels.samplers.acs`, :mod:`~discrete_kernels.samplers.gibbs`,
   :mod:`~discrete_kernels.samplers.esh`;
 - warmup as phases (:mod:`discrete_kernels.warmup`), site rules (:mod:`discrete_kernels.sites`),
+  exact tables of a site (:mod:`discrete_kernels.tables`),
   the warmup's check of gradient sites (:mod:`discrete_kernels.gradient_check`) and EBM
   learning (:mod:`discrete_kernels.ebm`).
 """
 
-from . import ebm, gradient_check, sites, warmup
+from . import ebm, gradient_check, sites, tables, warmup
 from ._xp import precise_matmul
 from .domains import Binary, Categorical, Domain, Integer, Ordinal
 from .kernel import (
@@ -65,5 +66,6 @@ __all__ = [
     "plate_gibbs",
     "precise_matmul",
     "sites",
+    "tables",
     "warmup",
 ]

@@ -5,7 +5,7 @@ one colour are conditionally independent given the others, and a term depends on
 of them: its *owner*. Then, with every coordinate of colour ``c`` set to ``v``, the terms
 summed by owner give ``g_i(v)`` for every coordinate ``i`` of colour ``c`` at once, and the
 site's exact table ``T[i, v] = f(x with x_i = v)`` costs ``C x S`` evaluations
-(:func:`discrete_kernels.sites.table_from_element_terms`) instead of ``N x S``. A chain needs
+(:func:`discrete_kernels.tables.table_from_element_terms`) instead of ``N x S``. A chain needs
 two colours (even and odd positions), a 4-neighbour lattice two (a checkerboard), a plate one.
 
 When the model sums its interactions into one term (a ``factor`` of a sum over a chain or a

@@ -131,7 +131,7 @@ def per_coordinate_refusal(leaves: Sequence[Any], structural: dict) -> str | Non
     ----------
     leaves : :class:`~discrete_kernels.sites.LeafSpec` per leaf
     structural : ``{site name: (plate dims, reason)}`` from the trace's plate frames
-        (:func:`discrete_kernels.sites.plate_dims_of`; ``reason`` None where every dimension
+        (:func:`discrete_kernels.tables.plate_dims_of`; ``reason`` None where every dimension
         of the site is a plate)
     """
     for spec in leaves:

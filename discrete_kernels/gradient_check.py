@@ -20,15 +20,17 @@ Python values (messages, the schedule).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ._xp import Array, array_namespace, log_softmax
-from .domains import Binary, Domain
+from .domains import Binary, Domain, Ordinal
 from .local import finite_local, local_delta
 
 __all__ = [
+    "first_order_error_at",
     "CHECKED_COORDINATES",
     "UPHILL_NATS",
     "CheckSchedule",
@@ -67,12 +69,11 @@ state, a site the data pin down)."""
 
 TV_LIMIT = 0.3
 """Mean total variation between the proposals the gradient and the exact differences imply
-above which a site is badly estimated (as at setup:
-:data:`discrete_kernels.sites.FIRST_ORDER_TV_LIMIT`)."""
+above which a site is badly estimated (at setup and along the warmup)."""
 
 NATS_LIMIT = 5.0
 """Median error of a single-coordinate change (nats) above which a site is badly estimated
-(as at setup: :data:`discrete_kernels.sites.FIRST_ORDER_NATS_LIMIT`)."""
+(at setup and along the warmup)."""
 
 
 class CheckSchedule(NamedTuple):
@@ -226,6 +227,42 @@ def first_order_check(
     error = xp.abs(estimate - delta_exact)
     largest = xp.max(xp.where(changes, error, xp.zeros_like(error)))
     return FirstOrderCheck(tv, median, uphill, largest)
+
+
+def first_order_error_at(
+    domain: Domain, x, gradient, chosen: Sequence[int], delta_exact
+) -> tuple[float, float]:
+    """How wrong a leaf's first-order local differences are at the ``chosen`` coordinates (the
+    setup's check of ``exact_sites="auto"``, on concrete numpy arrays).
+
+    Parameters
+    ----------
+    domain : Domain
+    x, gradient : numpy arrays, shape (n...)
+    chosen : k flat coordinate indices
+    delta_exact : numpy array, shape (k, S)
+        ``f(x with x_c = v) - f(x)`` for each chosen coordinate ``c`` and candidate ``v``.
+
+    Returns
+    -------
+    (total_variation, median_error)
+        The mean of :func:`coordinate_total_variation` over the chosen coordinates, and the
+        median over the changes ``v != x_c`` inside the support of
+        ``|delta_gradient - delta_exact|`` in nats.
+    """
+    x_chosen = np.reshape(x, (-1,))[list(chosen)]
+    estimate = local_delta(domain, x_chosen, np.reshape(gradient, (-1,))[list(chosen)], False)
+    exact = np.asarray(delta_exact, np.float64)
+    valid = np.ones(exact.shape, bool)
+    if isinstance(domain, Ordinal):
+        table = domain.valid_candidates(np.zeros(np.shape(x), np.float64))
+        if table is not None:
+            table = np.broadcast_to(table, np.shape(x) + (domain.num_values,))
+            valid = table.reshape(-1, domain.num_values)[list(chosen)]
+    tv = float(np.mean(coordinate_total_variation(estimate, exact, valid)))
+    changes = valid & (estimate != 0) | valid & (exact != 0)
+    errors = np.abs(estimate - exact)[changes & np.isfinite(exact)]
+    return tv, float(np.median(errors)) if errors.size else 0.0
 
 
 def badly_wrong(check: FirstOrderCheck) -> Array:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .domains import Domain, as_finite
-from .sites import joint_values
+from .tables import joint_values
 
 __all__ = ["GroupLayout", "group_joint_values", "plate_groups_of"]
 

@@ -1,7 +1,8 @@
 """Site rules, written once for both adapters: which leaves a kernel samples, how each one's
-local information is computed (a gradient, or a table of exact single-coordinate changes),
-when a gradient is too wrong to use, the domain of an integer interval and the messages for
-bad sites.
+local information is computed (a gradient, or a table of exact single-coordinate changes, built
+by :mod:`discrete_kernels.tables`), which sites switch to exact differences when a gradient is
+too wrong to use (measured by :mod:`discrete_kernels.gradient_check`), the domain of an
+integer interval, minibatch plates and the messages for bad sites.
 
 The adapters find a model's sites with their own PPL; the bookkeeping here is the same for
 both.
@@ -16,27 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from array_api_compat import device as _device
 
-from ._xp import Array, array_namespace, log_softmax, logsumexp
-from .domains import MAX_NUM_VALUES, Domain, Integer, Ordinal, as_finite, coordinate_bounds
-from .local import local_delta
+from ._xp import Array
+from .domains import MAX_NUM_VALUES, Domain, Integer, Ordinal
+from .gradient_check import NATS_LIMIT, TV_LIMIT
 from .validation import check_kernel_options, check_positive_array, check_site_names
 
 __all__ = [
-    "PLATE_CHECKED_COORDINATES",
-    "align_element_term",
     "not_plate_error",
-    "plate_check_draws",
-    "plate_dims_of",
-    "plate_table_mismatch",
-    "summed_out_log_density",
-    "table_from_element_terms",
     "AUTO_EXACT_BUDGET",
     "CHAIN",
     "EXACT",
-    "FIRST_ORDER_NATS_LIMIT",
-    "FIRST_ORDER_TV_LIMIT",
     "GRADIENT",
     "PLATE",
     "ONE_HOT_GRADIENT",
@@ -51,13 +42,8 @@ __all__ = [
     "count_domain",
     "check_leaf_size",
     "check_preconditioners",
-    "first_order_error_at",
     "first_order_is_badly_wrong",
-    "first_order_proposal_error",
     "ordinal_from_bounds",
-    "coordinate_substitutions",
-    "single_site_substitutions",
-    "substitutions_at",
     "switch_badly_estimated_sites",
     "switch_index_sites",
     "unsupported_site_error",
@@ -80,14 +66,6 @@ PLATE = "plate"
 # f at every change of two neighbouring flat coordinates, for a site whose coordinates interact
 # only with their neighbours (a chain, :mod:`discrete_kernels.chains`); shape (N - 1, S, S)
 CHAIN = "chain"
-
-FIRST_ORDER_TV_LIMIT = 0.3
-"""Above this total variation the gradient's proposal is judged badly wrong for a site."""
-
-FIRST_ORDER_NATS_LIMIT = 5.0
-"""Above this median error (in nats) of a single-coordinate change the gradient's estimate is
-judged badly wrong: a joint move adds these errors in its MH ratio, and its acceptance falls
-like ``exp(-error)`` per changed coordinate."""
 
 AUTO_EXACT_BUDGET = 256
 """At most this many log-density evaluations per step for a site switched to exact
@@ -357,7 +335,7 @@ def exact_sites_option(owner: str, exact_sites: Any) -> tuple[bool, tuple]:
 def first_order_is_badly_wrong(errors: tuple[float, float]) -> bool:
     """Whether ``(total_variation, median_error)`` of a site calls for exact differences."""
     tv, nats = errors
-    return tv > FIRST_ORDER_TV_LIMIT or nats > FIRST_ORDER_NATS_LIMIT
+    return tv > TV_LIMIT or nats > NATS_LIMIT
 
 
 def auto_exact_message(
@@ -488,7 +466,7 @@ def check_discrete_sites(
 
 
 # ------------------------------------------------------------------------------------------
-# exact tables and the first-order check
+# minibatches
 
 
 @dataclass(frozen=True)
@@ -559,300 +537,6 @@ def check_minibatch(
         )
 
 
-def single_site_substitutions(domain: Domain, x: Array) -> Array:
-    """Every state that differs from ``x`` in at most one coordinate, for exact tables.
-
-    Entry ``[k * S + v]`` is ``x`` with flat coordinate ``k`` set to candidate ``v`` (the
-    current value included), so evaluating ``f`` on the batch and reshaping to
-    ``x.shape + (S,)`` gives the exact table ``T[k, v] = f(x with x_k = v)``.
-
-    Parameters
-    ----------
-    domain : Domain
-    x : array, shape (n...)
-
-    Returns
-    -------
-    array, shape (N * S, n...) with ``N = prod(n...)``, dtype of ``x``
-    """
-    xp = array_namespace(x)
-    flat = xp.reshape(x, (-1,))
-    size = flat.shape[0]
-    num_values = domain.num_values
-    values = xp.astype(xp.arange(num_values, device=_device(x)) + domain.low, x.dtype)
-    at_site = xp.eye(size, dtype=xp.bool, device=_device(x))[:, None, :]  # (N, 1, N)
-    batch = xp.where(at_site, values[None, :, None], flat[None, None, :])  # (N, S, N)
-    return xp.reshape(batch, (size * num_values,) + tuple(x.shape))
-
-
-def coordinate_substitutions(domain: Domain, x: Array, flat_index: Array) -> Array:
-    """``x`` with flat coordinate ``flat_index`` (an integer array, traced or not) set to each
-    candidate value: entry ``v`` of ``f`` on the batch is that coordinate's row of the exact
-    table, ``T[i, v]`` (:func:`single_site_substitutions` for one coordinate).
-
-    Returns
-    -------
-    array, shape (S, n...), dtype of ``x``
-    """
-    xp = array_namespace(x)
-    flat = xp.reshape(x, (-1,))
-    values = xp.astype(xp.arange(domain.num_values, device=_device(x)) + domain.low, x.dtype)
-    at_site = xp.arange(flat.shape[0], device=_device(x)) == flat_index  # (N,)
-    batch = xp.where(at_site[None, :], values[:, None], flat[None, :])  # (S, N)
-    return xp.reshape(batch, (domain.num_values,) + tuple(x.shape))
-
-
-def substitutions_at(domain: Domain, x: Array, flat_indices: Sequence[int] | Array) -> Array:
-    """``x`` with one flat coordinate set to each candidate value, for the given coordinates.
-
-    Parameters
-    ----------
-    domain : Domain
-    x : array, shape (n...)
-    flat_indices : k coordinates (indices into ``x`` flattened): a sequence of ints, or an
-        integer array of shape (k,) of ``x``'s library (traced under ``jit``)
-
-    Returns
-    -------
-    array, shape (k * S, n...): entry ``[m * S + v]`` is ``x`` with coordinate
-    ``flat_indices[m]`` set to the ``v``-th candidate value.
-    """
-    xp = array_namespace(x)
-    flat = xp.reshape(x, (-1,))
-    size, num_values = flat.shape[0], domain.num_values
-    device = _device(x)
-    chosen: Array = (
-        flat_indices
-        if hasattr(flat_indices, "shape")
-        else xp.asarray(list(flat_indices), device=device)
-    )
-    at_site = xp.arange(size, device=device)[None, :] == chosen[:, None]  # (k, N)
-    values = xp.astype(xp.arange(num_values, device=device) + domain.low, x.dtype)
-    batch = xp.where(at_site[:, None, :], values[None, :, None], flat[None, None, :])
-    return xp.reshape(batch, (chosen.shape[0] * num_values,) + tuple(x.shape))
-
-
-def table_from_element_terms(log_density: Array, terms: Array, x: Array, domain: Domain) -> Array:
-    """The exact table ``T[i, v] = f(x with x_i = v)`` of a conditionally independent leaf.
-
-    When the log density splits as ``f(x) = C + sum_i g_i(x_i)`` in the leaf's coordinates
-    (every term that depends on the leaf is indexed by its plate, the others do not depend on
-    it), ``f(x with x_i = v) = f(x) - g_i(x_i) + g_i(v)``: the ``S`` evaluations of ``g`` with
-    every coordinate set to ``v`` give all ``N x S`` single-site changes.
-
-    Parameters
-    ----------
-    log_density : scalar
-        ``f(x)``.
-    terms : array, shape (n..., S)
-        ``g_i(v)`` for every coordinate ``i`` and candidate ``v`` (``NaN`` counts as ``-inf``,
-        a value outside the support).
-    x : integer array, shape (n...)
-        The current values.
-    domain : Domain
-
-    Returns
-    -------
-    array, shape (n..., S)
-    """
-    xp = array_namespace(terms)
-    terms = xp.where(xp.isnan(terms), xp.full_like(terms, -xp.inf), terms)
-    # g_i(x_i) by one elementwise select per value, not a masked sum over the last axis (that
-    # reduction cost 4x the model's value_and_grad on XLA's CPU at N = 10^4, S = 2)
-    current = terms[..., 0]
-    low = as_finite(domain).low
-    for k in range(1, terms.shape[-1]):
-        current = xp.where(x == low + k, terms[..., k], current)
-    return terms + (log_density - current)[..., None]
-
-
-def summed_out_log_density(other_terms: Array, terms: Array) -> Array:
-    """The log density with a conditionally independent leaf summed out exactly.
-
-    When ``f(x) = C + sum_i g_i(x_i)`` in the leaf's coordinates (every term that depends on
-    the leaf is indexed by its plate), ``log sum_x exp f(x) = C + sum_i log sum_v exp g_i(v)``:
-    ``S`` evaluations of the per-coordinate terms replace the ``S^N`` terms of the sum, and
-    ``softmax(g_i)`` is coordinate ``i``'s exact conditional given the other sites.
-
-    Parameters
-    ----------
-    other_terms : scalar
-        ``C``: the sum of the terms outside the leaf's plates.
-    terms : array, shape (n..., S)
-        ``g_i(v)`` for every coordinate ``i`` and value ``v`` (``NaN`` counts as ``-inf``).
-
-    Returns
-    -------
-    scalar
-    """
-    xp = array_namespace(terms)
-    terms = xp.where(xp.isnan(terms), xp.full_like(terms, -xp.inf), terms)
-    return other_terms + xp.sum(logsumexp(terms, axis=-1))
-
-
-def joint_values(domain: Domain, shape: Sequence[int], max_count: int) -> np.ndarray | None:
-    """Every joint value of a leaf, or None when there are more than ``max_count``.
-
-    A leaf whose coordinates interact cannot be summed out coordinate by coordinate; when it
-    has few joint values, the sum over all of them is the exact marginal
-    (:func:`summed_out_log_density` with one "coordinate" whose ``S`` is their count).
-
-    Parameters
-    ----------
-    domain : a finite domain (an ordinal's per-coordinate bounds are respected)
-    shape : the leaf's shape
-    max_count : the most joint values to list
-
-    Returns
-    -------
-    ndarray of shape (M, *shape), int64, or None
-    """
-    low, high = coordinate_bounds(domain, tuple(shape))
-    counts = (high - low + 1).reshape(-1)
-    count = 1
-    for c in counts.tolist():  # Python ints: no overflow on a large leaf
-        count *= int(c)
-        if count > max_count:
-            return None
-    grids = np.meshgrid(*[np.arange(c) for c in counts.tolist()], indexing="ij")
-    values = np.stack([g.reshape(-1) for g in grids], -1) + low.reshape(1, -1)
-    return values.reshape((-1, *shape)).astype(np.int64)
-
-
-# ------------------------------------------------------------------------------------------
-# plate-aware tables: which sites split by coordinate, their terms, the check at setup
-
-PLATE_CHECKED_COORDINATES = 8
-"""Coordinates of a site compared with single-site changes at setup, per checked point, before
-its table is computed from its per-coordinate terms (plate mode)."""
-
-
-def plate_dims_of(
-    shape: Sequence[int], event_shape: Sequence[int], frames: Sequence[tuple[str, int | None, int]]
-) -> tuple[dict, str | None]:
-    """Which plate indexes each dimension of a site, from the site's plate frames.
-
-    Parameters
-    ----------
-    shape : the site's value shape (batch shape: no event dimensions)
-    event_shape : the site's distribution's event shape
-    frames : ``(name, dim, size)`` of each plate the site is in (``dim`` negative, counted
-        from the right of the batch shape; None for a sequential plate)
-
-    Returns
-    -------
-    ``({plate name: dim}, None)`` when every dimension of size > 1 is a plate of its size
-    (``({}, None)`` for a single coordinate: its table is its whole conditional), else
-    ``({}, reason)`` with the reason in words.
-    """
-    if tuple(event_shape):
-        return {}, "its coordinates are one event (an event shape, e.g. .to_event)"
-    by_dim = {dim: (name, int(size)) for name, dim, size in frames if dim is not None}
-    ndim = len(shape)
-    dims = {}
-    for axis, size in enumerate(shape):
-        dim = axis - ndim
-        if dim not in by_dim:
-            if size == 1:
-                continue
-            return {}, f"its dimension {dim} (size {size}) is not a plate"
-        name, plate_size = by_dim[dim]
-        if plate_size != size:  # (a subsampled plate's frame has the subsample's size)
-            return {}, f"its dimension {dim} (size {size}) is not its plate's ({plate_size})"
-        dims[name] = dim
-    return dims, None
-
-
-def align_element_term(
-    log_prob: Array, leaf_dims: Mapping[str, int], shape: Sequence[int]
-) -> Array:
-    """One log-density term indexed by (at least) a leaf's plates, in the leaf's shape: summed
-    over every other dimension (inner plates, or dimensions the leaf does not have).
-
-    Parameters
-    ----------
-    log_prob : array, shape (m...)
-        A site's per-element log density (its batch shape), in every plate of ``leaf_dims``
-        at the same dims.
-    leaf_dims : ``{plate name: dim}`` of the leaf (:func:`plate_dims_of`)
-    shape : the leaf's shape (n...)
-
-    Returns
-    -------
-    array, shape (n...)
-    """
-    xp = array_namespace(log_prob)
-    ndim = len(shape)
-    if log_prob.ndim < ndim:
-        log_prob = xp.reshape(log_prob, (1,) * (ndim - log_prob.ndim) + tuple(log_prob.shape))
-    keep = {log_prob.ndim + dim for dim in leaf_dims.values()}
-    extra = tuple(a for a in range(log_prob.ndim) if a not in keep)
-    if extra:
-        # keepdims: the kept axes stay where the leaf has them; the leading ones (all summed
-        # away, since the leaf's dims are among its last ndim) are dropped
-        log_prob = xp.sum(log_prob, axis=extra, keepdims=True)
-        log_prob = xp.reshape(log_prob, tuple(log_prob.shape[log_prob.ndim - ndim :]))
-    return xp.broadcast_to(log_prob, tuple(shape))
-
-
-def plate_check_draws(domain: Domain, shape: Sequence[int], seed: int = 0) -> tuple[list, list]:
-    """What the setup's check of a plate table looks at besides the start: the flat indices of
-    at most :data:`PLATE_CHECKED_COORDINATES` coordinates, and two states of the leaf.
-
-    The states are a random one (uniform over each coordinate's values, inside its bounds)
-    and the same with every coordinate moved to its next value (cyclically, inside its
-    bounds): a coupling between coordinates that vanishes at some values (``z_a * z_b`` at
-    ``z_b = 0``) shows at one of the two for every coordinate.
-
-    Returns
-    -------
-    (chosen, others)
-        ``chosen`` a sorted list of flat indices; ``others`` two int64 numpy arrays of
-        ``shape``.
-    """
-    rng = np.random.default_rng(seed)
-    size = int(np.prod(shape))
-    chosen = rng.choice(size, min(size, PLATE_CHECKED_COORDINATES), replace=False)
-    domain = as_finite(domain)
-    # per-coordinate bounds (an Ordinal's lower/upper): a state outside them has no density
-    lower = getattr(domain, "lower", None)
-    upper = getattr(domain, "upper", None)
-    low = np.broadcast_to(domain.low if lower is None else np.asarray(lower), tuple(shape))
-    top = domain.low + domain.num_values - 1
-    high = np.broadcast_to(top if upper is None else np.asarray(upper), tuple(shape))
-    other = rng.integers(low, high + 1)
-    shifted = (other - low + 1) % (high - low + 1) + low
-    return sorted(set(chosen.tolist())), [other, shifted]
-
-
-def plate_table_mismatch(table: Any, exact: Any, log_density: float) -> str | None:
-    """None when a plate table's rows match the model's single-site changes, else the reason.
-
-    Parameters
-    ----------
-    table : numpy array, shape (k, S)
-        Rows of the table from the per-coordinate terms at ``k`` checked coordinates.
-    exact : numpy array, shape (k, S)
-        The model's log density at each single-site change of those coordinates.
-    log_density : the log density at the checked point (a point of zero density is not
-        compared beyond its impossible values)
-    """
-    table, exact = np.asarray(table, np.float64), np.asarray(exact, np.float64)
-    finite = np.isfinite(exact)
-    if not np.array_equal(finite, np.isfinite(table)):
-        return "its impossible values differ from the model's"
-    if not np.isfinite(log_density):
-        return None
-    scale = np.maximum(1.0, np.abs(exact[finite]))
-    error = np.abs(table[finite] - exact[finite]) / scale
-    if error.size and float(error.max()) > 1e-3:
-        return (
-            "changing one coordinate changes terms outside its own plate element (a term "
-            "over the whole site or across coordinates)"
-        )
-    return None
-
-
 def not_plate_error(owner: str, name: Any, reason: str, alternatives: str) -> ValueError:
     """The refusal of a site that a plate-table sampler cannot update (``alternatives``: the
     PPL's Gibbs composite and kernels, e.g. ``"a pyro_ext.Gibbs block of px.GWG"``)."""
@@ -861,75 +545,6 @@ def not_plate_error(owner: str, name: Any, reason: str, alternatives: str) -> Va
         f"{reason}. Sample it with another kernel ({alternatives}) and keep {owner} for the "
         "sites in plates."
     )
-
-
-def first_order_proposal_error(
-    delta_gradient: Array, delta_exact: Array, valid: Array | None = None
-) -> float:
-    """Mean total variation between the locally balanced single-coordinate proposals that the
-    gradient's and the exact local differences imply: ``softmax(delta / 2)`` per coordinate.
-
-    0 when the gradient is exact (e.g. binary sites of a quadratic energy without
-    self-coupling); near 1 when it points the wrong way (a value used through a comparison
-    has gradient 0; a strongly curved relaxation overstates the effect of a flip). Setup-time
-    diagnostic on concrete arrays.
-
-    Parameters
-    ----------
-    delta_gradient, delta_exact : arrays, shape (k, S)
-        Local differences of ``k`` coordinates (0 at each current value).
-    valid : bool array broadcastable to (k, S), optional
-        Candidates inside each coordinate's support.
-
-    Returns
-    -------
-    float in [0, 1]
-    """
-    xp = array_namespace(delta_exact)
-    usable = xp.isfinite(delta_exact) & xp.isfinite(delta_gradient)
-    if valid is not None:
-        usable = usable & valid
-    minus_inf = xp.full_like(delta_exact, -xp.inf)
-    p = xp.exp(log_softmax(xp.where(usable, delta_gradient / 2, minus_inf)))
-    q = xp.exp(log_softmax(xp.where(usable, delta_exact / 2, minus_inf)))
-    per_coordinate = 0.5 * xp.sum(xp.abs(p - q), axis=-1)
-    return float(xp.mean(per_coordinate))
-
-
-def first_order_error_at(
-    domain: Domain, x, gradient, chosen: Sequence[int], delta_exact
-) -> tuple[float, float]:
-    """How wrong a leaf's first-order local differences are at the ``chosen`` coordinates.
-
-    Parameters
-    ----------
-    domain : Domain
-    x, gradient : numpy arrays, shape (n...)
-    chosen : k flat coordinate indices
-    delta_exact : numpy array, shape (k, S)
-        ``f(x with x_c = v) - f(x)`` for each chosen coordinate ``c`` and candidate ``v``.
-
-    Returns
-    -------
-    (total_variation, median_error)
-        :func:`first_order_proposal_error`, and the median over the changes ``v != x_c``
-        inside the support of ``|delta_gradient - delta_exact|`` in nats.
-    """
-    import numpy as np
-
-    x_chosen = np.reshape(x, (-1,))[list(chosen)]
-    estimate = local_delta(domain, x_chosen, np.reshape(gradient, (-1,))[list(chosen)], False)
-    exact = np.asarray(delta_exact, np.float64)
-    valid = np.ones(exact.shape, bool)
-    if isinstance(domain, Ordinal):
-        table = domain.valid_candidates(np.zeros(np.shape(x), np.float64))
-        if table is not None:
-            table = np.broadcast_to(table, np.shape(x) + (domain.num_values,))
-            valid = table.reshape(-1, domain.num_values)[list(chosen)]
-    tv = first_order_proposal_error(estimate, exact, valid)
-    changes = valid & (estimate != 0) | valid & (exact != 0)
-    errors = np.abs(estimate - exact)[changes & np.isfinite(exact)]
-    return tv, float(np.median(errors)) if errors.size else 0.0
 
 
 def check_preconditioners(

@@ -6,7 +6,7 @@ that depends on the site is indexed by the site's plates (read from the trace's 
 and no other term depends on it. Then the terms of the model evaluated with every coordinate
 set to ``v``, each summed over its other dimensions, give ``g_i(v)`` for all coordinates at
 once, and the exact table ``T[i, v] = f(x with x_i = v)`` costs ``S`` evaluations
-(:func:`discrete_kernels.sites.table_from_element_terms`). The claim is verified numerically at
+(:func:`discrete_kernels.tables.table_from_element_terms`). The claim is verified numerically at
 setup against single-site changes; a site that fails keeps its other mode.
 """
 
@@ -29,8 +29,8 @@ from discrete_kernels.colouring import terms_changed
 from discrete_kernels.coordinatewise import Evaluation, per_coordinate_mismatch, probe_states
 from discrete_kernels.domains import Categorical, coordinate_bounds
 from discrete_kernels.groups import plate_groups_of
-from discrete_kernels.sites import (
-    LeafSpec,
+from discrete_kernels.sites import LeafSpec
+from discrete_kernels.tables import (
     align_element_term,
     plate_check_draws,
     plate_dims_of,
@@ -63,7 +63,7 @@ __all__ = [
 def plate_dims(site: dict) -> tuple[dict, str | None]:
     """``({plate name: dim}, None)`` of a site whose every dimension is a plate, or
     ``({}, reason)`` when the site cannot be treated plate by plate
-    (:func:`discrete_kernels.sites.plate_dims_of`)."""
+    (:func:`discrete_kernels.tables.plate_dims_of`)."""
     frames = [(frame.name, frame.dim, frame.size) for frame in site["cond_indep_stack"]]
     return plate_dims_of(jnp.shape(site["value"]), tuple(site["fn"].event_shape), frames)
 
@@ -419,7 +419,7 @@ def verify_plate_table(
 ) -> str | None:
     """None when leaf ``j``'s plate table matches single-site changes of the log density at
     ``leaves`` and at two other states of the leaf
-    (:func:`discrete_kernels.sites.plate_check_draws`), else the reason (in words)."""
+    (:func:`discrete_kernels.tables.plate_check_draws`), else the reason (in words)."""
     x = leaves[j]
     size = int(np.prod(x.shape))
     chosen, others = plate_check_draws(spec.domain, x.shape, seed)

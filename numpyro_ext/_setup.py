@@ -30,7 +30,9 @@ from discrete_kernels.chains import (
 )
 from discrete_kernels.coordinatewise import per_coordinate_error, per_coordinate_refusal
 from discrete_kernels.domains import is_windowed
+from discrete_kernels.gradient_check import first_order_error_at
 from discrete_kernels.sites import SiteOptions, check_preconditioners
+from discrete_kernels.tables import substitutions_at
 
 from ._once import jit_once, run_once
 from ._plate_setup import plate_leaves, terms_colouring
@@ -566,9 +568,7 @@ def _switch_badly_estimated_sites(
         batches = []
         for j in gradient_sites:
             domain = specs[j].domain
-            batch = jax.vmap(lambda x, d=domain, j=j: site_rules.substitutions_at(d, x, chosen[j]))(
-                points[j]
-            )
+            batch = jax.vmap(lambda x, d=domain, j=j: substitutions_at(d, x, chosen[j]))(points[j])
             size = batch.shape[1]
             full = tuple(  # (points, size, ...) for every leaf, site j substituted
                 batch if k == j else jnp.broadcast_to(y[:, None], (y.shape[0], size) + y.shape[1:])
@@ -622,7 +622,7 @@ def _switch_badly_estimated_sites(
     for p in range(f.shape[0]):
         errors: list[Any] = [None] * len(specs)
         for j in gradient_sites:
-            errors[j] = site_rules.first_order_error_at(
+            errors[j] = first_order_error_at(
                 specs[j].domain,
                 np.asarray(points[j][p]),
                 np.asarray(local[j][p], np.float64),

@@ -28,14 +28,16 @@ from discrete_kernels.sites import (
     LeafSpec,
     SubsamplePlate,
     check_discrete_sites,
-    coordinate_substitutions,
     count_domain,
     ordinal_from_bounds,
-    single_site_substitutions,
-    table_from_element_terms,
     unsupported_site_error,
     unwrap_distribution,
     unwrap_support,
+)
+from discrete_kernels.tables import (
+    coordinate_substitutions,
+    single_site_substitutions,
+    table_from_element_terms,
 )
 
 SUPPORTED = (

@@ -34,14 +34,8 @@ import numpy as np
 
 from discrete_kernels import gradient_check as gc
 from discrete_kernels.domains import Domain, Ordinal, is_windowed
-from discrete_kernels.sites import (
-    AUTO_EXACT_BUDGET,
-    EXACT,
-    GRADIENT,
-    PLATE,
-    LeafSpec,
-    substitutions_at,
-)
+from discrete_kernels.sites import AUTO_EXACT_BUDGET, EXACT, GRADIENT, PLATE, LeafSpec
+from discrete_kernels.tables import substitutions_at
 
 from ._plates import element_terms_fn
 from ._target import make_local_fn

@@ -5,7 +5,7 @@ In the models users write, a discrete site in a plate (a class per item, an indi
 often has conditionally independent coordinates given the continuous sites: every term of the
 log density that depends on it is indexed by its plate, ``f(x) = C + sum_i g_i(x_i)``. Then
 the sum over its ``S^N`` values is ``C + sum_i log sum_v exp g_i(v)``
-(:func:`discrete_kernels.sites.summed_out_log_density`): ``S`` evaluations of the model. NUTS
+(:func:`discrete_kernels.tables.summed_out_log_density`): ``S`` evaluations of the model. NUTS
 samples the continuous sites from that marginal (no Gibbs between the discrete and the
 continuous sites, whose coupling makes such a chain slow), and each draw of the discrete site
 is drawn from ``softmax(g_i)`` given them: together a draw of the joint posterior. This is
@@ -17,7 +17,7 @@ states per animal) splits by group instead, one per plate element, each summed o
 joint values (``S^m`` for ``m`` coordinates a group: the same formula with the groups as
 coordinates, :class:`discrete_kernels.groups.GroupLayout`). A site that splits neither way
 (indicators inside one linear predictor) but that has few joint values is summed over all of
-them: one group (:func:`discrete_kernels.sites.joint_values`).
+them: one group (:func:`discrete_kernels.tables.joint_values`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from numpyro.util import is_prng_key
 from discrete_kernels._xp import categorical_from_uniform
 from discrete_kernels.domains import as_finite
 from discrete_kernels.groups import GroupLayout, group_joint_values
-from discrete_kernels.sites import (
+from discrete_kernels.tables import (
     PLATE_CHECKED_COORDINATES,
     joint_values,
     plate_check_draws,

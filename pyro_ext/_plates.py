@@ -7,7 +7,7 @@ that depends on the site is indexed by the site's plates (read from the trace's
 per-site ``log_prob`` of the model traced with every coordinate set to ``v``
 (``Trace.compute_log_prob``, not summed), each summed over its other dimensions, give
 ``g_i(v)`` for all coordinates at once, and the exact table ``T[i, v] = f(x with x_i = v)``
-costs ``S`` evaluations (:func:`discrete_kernels.sites.table_from_element_terms`). The claim is
+costs ``S`` evaluations (:func:`discrete_kernels.tables.table_from_element_terms`). The claim is
 verified numerically at setup against single-site changes; a site that fails keeps its other
 mode (or is refused by a sampler that needs the table).
 """
@@ -27,7 +27,7 @@ from torch.distributions import Independent as TorchIndependent
 from discrete_kernels import Domain
 from discrete_kernels.colouring import terms_changed
 from discrete_kernels.domains import as_finite
-from discrete_kernels.sites import (
+from discrete_kernels.tables import (
     align_element_term,
     plate_check_draws,
     plate_dims_of,
@@ -50,7 +50,7 @@ __all__ = [
 def plate_dims(site: dict) -> tuple[dict, str | None]:
     """``({plate name: dim}, None)`` of a traced sample site whose every dimension is a plate,
     or ``({}, reason)`` when the site cannot be treated plate by plate
-    (:func:`discrete_kernels.sites.plate_dims_of`)."""
+    (:func:`discrete_kernels.tables.plate_dims_of`)."""
     frames = [(frame.name, frame.dim, frame.size) for frame in site["cond_indep_stack"]]
     return plate_dims_of(tuple(site["value"].shape), tuple(site["fn"].event_shape), frames)
 
@@ -107,7 +107,7 @@ def verify_plate_table(
 ) -> str | None:
     """None when leaf ``j``'s plate table matches single-site changes of the log density at
     ``leaves`` and at two other states of the leaf
-    (:func:`discrete_kernels.sites.plate_check_draws`), else the reason (in words).
+    (:func:`discrete_kernels.tables.plate_check_draws`), else the reason (in words).
 
     Parameters
     ----------

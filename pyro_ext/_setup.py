@@ -34,8 +34,10 @@ from discrete_kernels.coordinatewise import (
     probe_states,
 )
 from discrete_kernels.domains import is_windowed
+from discrete_kernels.gradient_check import first_order_error_at
 from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
 from discrete_kernels.sites import SiteOptions, check_preconditioners
+from discrete_kernels.tables import substitutions_at
 
 from ._diagnose import nonfinite_terms
 from ._jit import TracedFunction
@@ -600,10 +602,10 @@ def _switch_badly_estimated_sites(
                 continue
             x = leaves[j]
             chosen = list(range(min(x.numel(), 16)))
-            batch = site_rules.substitutions_at(spec.domain, x, chosen)
+            batch = substitutions_at(spec.domain, x, chosen)
             with torch.no_grad():
                 table = torch.stack([log_density({**values, spec.name: v}) for v in batch])
-            errors[j] = site_rules.first_order_error_at(
+            errors[j] = first_order_error_at(
                 spec.domain,
                 x.cpu().numpy(),
                 local[j].double().cpu().numpy(),

@@ -27,9 +27,8 @@ from discrete_kernels.sites import (
     PLATE,
     LeafSpec,
     SubsamplePlate,
-    single_site_substitutions,
-    table_from_element_terms,
 )
+from discrete_kernels.tables import single_site_substitutions, table_from_element_terms
 
 Values = dict  # {site name: user-facing value}
 

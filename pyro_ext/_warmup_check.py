@@ -22,13 +22,8 @@ import torch
 from discrete_kernels import ChainState, Sites
 from discrete_kernels import gradient_check as gc
 from discrete_kernels.domains import Ordinal, is_windowed
-from discrete_kernels.sites import (
-    AUTO_EXACT_BUDGET,
-    EXACT,
-    GRADIENT,
-    LeafSpec,
-    substitutions_at,
-)
+from discrete_kernels.sites import AUTO_EXACT_BUDGET, EXACT, GRADIENT, LeafSpec
+from discrete_kernels.tables import substitutions_at
 
 from ._target import to_user
 

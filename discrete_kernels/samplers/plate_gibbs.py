@@ -7,7 +7,7 @@ the log density that depends on the site is indexed by the plate, so
     p(x | rest) = prod_i p(x_i | rest),   p(x_i = v | rest) ∝ exp(T[i, v]),
 
 with ``T[i, v] = f(x with x_i = v)`` the site's exact table
-(:func:`discrete_kernels.sites.table_from_element_terms`; the drivers compute it from ``S``
+(:func:`discrete_kernels.tables.table_from_element_terms`; the drivers compute it from ``S``
 evaluations of the per-coordinate terms and verify the independence at setup). A draw of every
 coordinate from its row of ``T`` is then an exact Gibbs update of the whole site: no MH
 correction, every proposal accepted. :class:`PlateGibbs` updates the leaves in turn (a

@@ -113,7 +113,7 @@ def categorical_target(exact: bool) -> Target:
         f = f_onehot(h)
         if not exact:
             return f, (grad_onehot(h),)
-        batch = dk.sites.single_site_substitutions(dk.Categorical(k), x)
+        batch = dk.tables.single_site_substitutions(dk.Categorical(k), x)
         table = np.array([f_onehot(np.eye(k)[y]) for y in batch]).reshape(d, k)
         return f, (table,)
 

@@ -1,5 +1,6 @@
 """The warmup's gradient check in the core (:mod:`discrete_kernels.gradient_check`): the same
-numbers as the setup's check (:func:`discrete_kernels.sites.first_order_error_at`) on numpy,
+numbers as the setup's check (:func:`discrete_kernels.gradient_check.first_order_error_at`) on
+numpy,
 jax (under jit) and torch; a binary table in gradient form gives the table's local
 differences; the criteria and the schedule."""
 
@@ -11,7 +12,6 @@ import pytest
 import discrete_kernels as dk
 from discrete_kernels import gradient_check as gc
 from discrete_kernels.local import local_delta
-from discrete_kernels.sites import first_order_error_at
 
 RNG = np.random.default_rng(0)
 BOUNDED = dk.Ordinal(4, low=0, lower=np.array([0, 1, 0, 0, 1]), upper=np.array([3, 3, 2, 3, 3]))
@@ -38,7 +38,7 @@ def _case(name):
 @pytest.mark.parametrize("backend", ["numpy", "jax", "torch"])
 def test_the_check_gives_the_setup_check_numbers_on_every_backend(name, backend):
     domain, x, gradient, delta, valid = _case(name)
-    tv, median = first_order_error_at(domain, x, gradient, range(x.size), delta)
+    tv, median = gc.first_order_error_at(domain, x, gradient, range(x.size), delta)
     if backend == "numpy":
         found = gc.first_order_check(domain, x, gradient, delta, valid)
     elif backend == "jax":

@@ -5,7 +5,7 @@ follow it, a site whose coordinates interact is summed over its joint values (re
 written with ``scan`` or not) is summed per plate element, and (slow) runs match the exact
 posterior. The enumeration tests'
 power: they fail when the sum is replaced by a maximum (shown once by editing
-:func:`discrete_kernels.sites.summed_out_log_density`); the joint tests fail when the joint
+:func:`discrete_kernels.tables.summed_out_log_density`); the joint tests fail when the joint
 draw is tempered (``0.8 * logits``, shown once); so do the per-plate-element tests (draws, and
 the slow run: z = 8.9)."""
 
