@@ -30,5 +30,5 @@ names = ["jax", "jaxlib", "numpyro", "numpy", "arviz", "arviz-base", "arviz-stat
 print("ci_newest resolved:", ", ".join(f"{n} {version(n)}" for n in names))
 PY
 TESTS=(tests/core tests/numpyro_ext tests/test_examples.py tests/test_bad_inputs.py)
-.venv-newest/bin/python -m pytest -q "${TESTS[@]}"
+.venv-newest/bin/python -m pytest -q -n auto "${TESTS[@]}"
 .venv-newest/bin/python -m pytest -q -m examples tests/test_examples.py tests/test_docs.py
