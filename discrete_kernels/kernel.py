@@ -47,6 +47,7 @@ __all__ = [
     "ControlFlow",
     "ElementTermsFn",
     "LocalFn",
+    "LocalFnByLeaf",
     "LocalFnWithRows",
     "LocalFnWithTerms",
     "NoiseShapes",
@@ -98,6 +99,23 @@ class LocalFnWithRows:
 
     local_fn: LocalFn
     row: Callable[[tuple, int, Any], Any]
+
+    def __call__(self, leaves: tuple) -> tuple:
+        return self.local_fn(leaves)
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalFnByLeaf:
+    """A :data:`LocalFn` that can also evaluate one leaf's local information alone:
+    ``leaf_local(leaves, j) -> (f, locals)`` with entry ``j`` of ``locals`` computed and the
+    others None. An eager adapter (Pyro) passes one where a site has several leaves: a sampler
+    that updates them in turn (:class:`~discrete_kernels.samplers.plate_gibbs.PlateGibbs`)
+    reads only the next leaf's table between two draws, and computing every leaf's after each
+    draw costs ``L`` times as much for ``L`` leaves. Under ``jit`` the compiler drops the
+    unread tables itself, so the NumPyro adapter passes a plain function."""
+
+    local_fn: LocalFn
+    leaf_local: Callable[[tuple, int], tuple]
 
     def __call__(self, leaves: tuple) -> tuple:
         return self.local_fn(leaves)

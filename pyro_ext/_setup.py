@@ -17,7 +17,7 @@ import numpy as np
 import pyro
 import torch
 
-from discrete_kernels import ChainState, LocalFnWithTerms, Sampler, Sites
+from discrete_kernels import ChainState, LocalFnByLeaf, LocalFnWithTerms, Sampler, Sites
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
 from discrete_kernels.colouring import (
@@ -119,11 +119,14 @@ class SiteSetup:
 
     def local_fn(self, with_locals: bool = True) -> Callable:
         """``leaves -> (f, locals)`` for the core (``with_locals=False``: ``(f, ())``); with
-        ``per_coordinate_mh``, a :class:`~discrete_kernels.LocalFnWithTerms`."""
+        ``per_coordinate_mh``, a :class:`~discrete_kernels.LocalFnWithTerms`; with several
+        leaves, a :class:`~discrete_kernels.LocalFnByLeaf`."""
         local_fn = _local_fn(self.log_density, self.leaves, with_locals, self.element_terms)
-        if self.own_terms is None:
-            return local_fn
-        return LocalFnWithTerms(local_fn, self.own_terms)
+        if self.own_terms is not None:
+            return LocalFnWithTerms(local_fn, self.own_terms)
+        if with_locals and len(self.leaves) > 1:  # eager: one leaf's table when one is read
+            return LocalFnByLeaf(local_fn, lambda leaves, j: local_fn(leaves, only=j))
+        return local_fn
 
     def to_leaves(self, params: dict) -> tuple:
         """Internal leaves (categorical as indices) from user-facing values."""

@@ -259,6 +259,8 @@ def make_local_fn(
     at every single-site substitution (one model evaluation each); plate leaves from their
     per-coordinate terms (``element_terms[j]: values -> g`` of the leaf's shape) at each of
     their ``S`` values, every coordinate at once (:func:`plate_table`).
+    ``local_fn(leaves, only=j)`` computes leaf ``j``'s local alone
+    (:class:`discrete_kernels.LocalFnByLeaf`).
     """
     element_terms = {} if element_terms is None else element_terms
     negated = log_density.potential_fn if isinstance(log_density, NegatedPotential) else None
@@ -275,9 +277,10 @@ def make_local_fn(
     differentiated = [j for j, spec in enumerate(specs) if spec.mode in differentiable]
     tabulated = any(spec.mode in (PLATE, EXACT) for spec in specs)
 
-    def local_fn(leaves: tuple) -> tuple[torch.Tensor, tuple]:
+    def local_fn(leaves: tuple, only: int | None = None) -> tuple[torch.Tensor, tuple]:
+        """``(f, locals)``; with ``only``, leaf ``only``'s local alone (the others None)."""
         diff = {}
-        for j in differentiated:
+        for j in differentiated if only is None else [j for j in differentiated if j == only]:
             spec, x = specs[j], leaves[j]
             if spec.mode == GRADIENT:
                 value = x.detach()
@@ -308,6 +311,8 @@ def make_local_fn(
             return f, tuple(locals_)
         with torch.no_grad():
             for j, spec in enumerate(specs):
+                if only is not None and j != only:
+                    continue
                 if spec.mode == PLATE and spec.colours is not None:
                     locals_[j] = coloured_plate_table(f, leaves, j, spec.domain, element_terms[j])
                 elif spec.mode == PLATE:

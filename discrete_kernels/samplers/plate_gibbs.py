@@ -31,6 +31,7 @@ from ..kernel import (
     ChainState,
     ControlFlow,
     LocalFn,
+    LocalFnByLeaf,
     LocalFnWithRows,
     NoiseShapes,
     Sampler,
@@ -119,7 +120,7 @@ def plate_gibbs_step(
         draw = partial(draw, local_fn=local_fn)
         if num_colours <= UNROLLED_COLOURS:
             for colour in range(num_colours):
-                chain = draw(chain, colour)
+                chain = draw(chain, colour, needed=_needed_next(local_fn, j, colour, colourings))
         else:  # one coordinate at a time, say: a loop, not a program per colour
             first = xp.asarray(0, device=_device(x))
             chain = control.loop(num_colours, partial(_next_colour, draw=draw), (first, chain))[1]
@@ -139,17 +140,36 @@ def _draw_colour(
     uniforms: Array,
     colour_of: Array | None,
     local_fn: LocalFn,
+    needed: int | None = None,
 ) -> ChainState:
     """Leaf ``j``'s coordinates of ``colour`` drawn from their rows of its table (all of them
-    where ``colour_of`` is None: a plate), and the tables recomputed."""
+    where ``colour_of`` is None: a plate), and the tables recomputed: every leaf's, or only
+    leaf ``needed``'s (:class:`~discrete_kernels.LocalFnByLeaf`; the others None until the
+    sweep's last draw recomputes them all)."""
     x = chain.x[j]
     xp = array_namespace(x)
     value = xp.astype(categorical_from_uniform(chain.local[j], uniforms) + domain.low, x.dtype)
     if colour_of is not None:  # only this colour's rows are conditionals now
         value = xp.where(colour_of == colour, value, x)
     leaves = chain.x[:j] + (value,) + chain.x[j + 1 :]
-    f, local = local_fn(leaves)
+    if needed is None:
+        f, local = local_fn(leaves)
+    else:
+        assert isinstance(local_fn, LocalFnByLeaf)
+        f, local = local_fn.leaf_local(leaves, needed)
     return ChainState(leaves, f, tuple(local))
+
+
+def _needed_next(local_fn: LocalFn, j: int, colour: int, colourings: Sequence[Any]) -> int | None:
+    """Which leaf's table the draw after colour ``colour`` of leaf ``j`` reads: leaf ``j``'s
+    while it has colours left, then leaf ``j + 1``'s; None (every leaf's: the state's cache)
+    after the last leaf, or where ``local_fn`` evaluates all leaves at once."""
+    if not isinstance(local_fn, LocalFnByLeaf):
+        return None
+    colours = colourings[j]
+    if colours is not None and colour + 1 < int(colours.max()) + 1:
+        return j
+    return j + 1 if j + 1 < len(colourings) else None
 
 
 def _sweep_by_rows(
