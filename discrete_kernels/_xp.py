@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from array_api_compat import array_namespace as _compat_namespace
+from array_api_compat import device as _device
 from array_api_compat import is_jax_array, is_torch_array
 
 Array = Any
@@ -20,7 +22,8 @@ def array_namespace(*xs: Any) -> Any:
     type (tensors, JAX arrays and tracers): the core asks for the namespace of every array it
     touches, and on eager torch each look-up is a chain of type checks per call (about 20 per
     DMALA step, a tenth of a small model's step). A NumPy array is not remembered: JAX's
-    zero-gradient arrays are NumPy arrays of dtype ``float0``."""
+    zero-gradient arrays are NumPy arrays of dtype ``float0``. A Python float gets
+    :class:`PythonFloats` (the one-chain torch step's MH decision, :func:`host_number`)."""
     if len(xs) == 1:
         kind = type(xs[0])
         namespace = _NAMESPACE_BY_TYPE.get(kind)
@@ -39,7 +42,8 @@ class _TorchNamespace:
     """``array_api_compat``'s torch namespace with direct calls where its wrappers only add
     Python work: ``where`` of two tensors of one dtype (the wrapper's promotion fix compares
     result types twice per call, and the core's 0-d selections take that path every step) and
-    ``sum`` of a float tensor. Everything else is the wrapped namespace's (looked up once)."""
+    ``sum`` of a float tensor or into a given dtype. Everything else is the wrapped
+    namespace's (looked up once)."""
 
     def __init__(self, base: Any) -> None:
         import torch
@@ -59,11 +63,13 @@ class _TorchNamespace:
         return self._base.where(condition, x1, x2)
 
     def sum(self, x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
-        if x.is_floating_point() and (dtype is None or dtype == x.dtype):
+        # a float tensor, or any tensor summed into a given dtype (a count of a boolean
+        # mask): torch's own sum gives what the wrapper would
+        if dtype is not None or x.is_floating_point():
             if axis is None and not keepdims:
-                return self._torch.sum(x)
+                return self._torch.sum(x, dtype=dtype)
             if isinstance(axis, int):
-                return self._torch.sum(x, axis, keepdim=keepdims)
+                return self._torch.sum(x, axis, keepdim=keepdims, dtype=dtype)
         return self._base.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
@@ -71,6 +77,8 @@ __all__ = [
     "Array",
     "array_namespace",
     "categorical_from_uniform",
+    "PythonFloats",
+    "host_number",
     "log_sigmoid",
     "log_softmax",
     "logsumexp",
@@ -78,6 +86,7 @@ __all__ = [
     "nan_to",
     "precise_matmul",
     "python_loop",
+    "scalar_like",
     "sigmoid",
     "sum_of",
 ]
@@ -234,3 +243,90 @@ def python_loop(num: int, body: Callable[[Any], Any], carry: Any) -> Any:
     for _ in range(num):
         carry = body(carry)
     return carry
+
+
+def host_number(x: Any) -> Any:
+    """``x`` as a Python float where it is a 0-dim floating CPU tensor outside autograd,
+    else ``x`` unchanged.
+
+    Eager torch dispatches every operation on a 0-dim tensor (1-3 µs each on a CPU), where
+    Python's float arithmetic costs a few tens of nanoseconds, and reading such a tensor waits
+    for no device; the core's scalar formulas run on Python floats through
+    :class:`PythonFloats`. JAX arrays and tracers, NumPy arrays and tensors on an
+    accelerator come back as they are (reading a CUDA tensor would wait for the device), and
+    so do the batched tensors of ``torch.vmap``."""
+    if (
+        is_torch_array(x)
+        and x.ndim == 0
+        and x.is_cpu
+        and not x.requires_grad
+        and x.is_floating_point()
+        and not _in_torch_transform(x)
+    ):
+        return float(x)
+    return x
+
+
+def _in_torch_transform(x: Any) -> bool:
+    """Whether ``x`` is a tensor inside a ``torch.func`` transform (``vmap``, ``grad``), which
+    cannot be read as a number."""
+    from torch._C._functorch import is_functorch_wrapped_tensor
+
+    return bool(is_functorch_wrapped_tensor(x))
+
+
+class PythonFloats:
+    """The array-API functions the core's scalar formulas use (:func:`~discrete_kernels.kernel.
+    mh_log_ratio`, :func:`nan_to`, the MH acceptance), on Python floats with IEEE semantics:
+    ``log(0) = -inf``, NaN kept by ``exp`` and ``clip``. :func:`array_namespace` gives it for a
+    float; any other function is missing on purpose (an ``AttributeError`` names it)."""
+
+    inf = math.inf
+    nan = math.nan
+
+    @staticmethod
+    def where(condition: Any, x1: float, x2: float, /) -> float:
+        return x1 if condition else x2
+
+    @staticmethod
+    def isnan(x: float, /) -> bool:
+        return math.isnan(x)
+
+    @staticmethod
+    def full_like(x: float, /, fill_value: float, **_: Any) -> float:
+        return float(fill_value)
+
+    @staticmethod
+    def exp(x: float, /) -> float:
+        return math.exp(x)
+
+    @staticmethod
+    def log(x: float, /) -> float:
+        if x > 0.0:
+            return math.log(x)
+        return -math.inf if x == 0.0 else math.nan
+
+    @staticmethod
+    def clip(x: float, /, min: float | None = None, max: float | None = None) -> float:
+        # written so that a NaN x stays NaN, as in NumPy (every comparison with NaN is false)
+        if max is not None and x > max:
+            x = max
+        if min is not None and x < min:
+            x = min
+        return x
+
+
+_NAMESPACE_BY_TYPE[float] = PythonFloats
+
+
+def scalar_like(value: Any, like: Array, dtype: Any = None) -> Array:
+    """A 0-dim array of ``value`` in ``like``'s array library, on its device, in ``dtype``
+    (by default ``like``'s): on torch one factory call (``torch.scalar_tensor``)."""
+    if is_torch_array(like):
+        import torch
+
+        return torch.scalar_tensor(
+            value, dtype=like.dtype if dtype is None else dtype, device=like.device
+        )
+    xp = array_namespace(like)
+    return xp.asarray(value, dtype=like.dtype if dtype is None else dtype, device=_device(like))

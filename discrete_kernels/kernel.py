@@ -32,7 +32,15 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NamedTuple
 
-from ._xp import Array, array_namespace, nan_to, python_loop, sum_of
+from ._xp import (
+    Array,
+    array_namespace,
+    host_number,
+    nan_to,
+    python_loop,
+    scalar_like,
+    sum_of,
+)
 from .domains import Binary, Domain
 from .sites import CHAIN, check_windowed_sites
 from .validation import check_exact_table_memory
@@ -366,6 +374,11 @@ def mh_finish(
     (:attr:`Sites.chains_in_rows`) every array of scalars has shape (C, 1): one decision
     per chain."""
     xp = array_namespace(state.log_density)
+    if isinstance(metropolis, bool) and not chains_in_rows:
+        if isinstance(host_number(state.log_density), float):
+            return _mh_finish_on_host(
+                state, proposal, log_q_forward, log_q_reverse, accept_uniform, metropolis
+            )
     log_ratio = mh_log_ratio(state.log_density, proposal.log_density, log_q_forward, log_q_reverse)
     if isinstance(metropolis, bool) and metropolis:
         accept = metropolis_accept(log_ratio, accept_uniform)
@@ -378,6 +391,37 @@ def mh_finish(
     distance = hamming_distance(state.x, proposal.x, state.log_density, chains_in_rows)
     info = StepInfo(accept_probability(log_ratio), accept & (distance > 0), distance)
     return _select(accept, proposal, state), info
+
+
+def _mh_finish_on_host(
+    state: ChainState,
+    proposal: ChainState,
+    log_q_forward: Array,
+    log_q_reverse: Array,
+    accept_uniform: Array,
+    metropolis: bool,
+) -> tuple[ChainState, StepInfo]:
+    """:func:`mh_finish` for one chain in eager torch on the CPU: the same formulas on the
+    scalars read as Python floats (:func:`~discrete_kernels._xp.host_number`), then the kept
+    side picked by Python instead of selected element by element. About 15 operations on
+    0-dim tensors fewer a step (each dispatched on its own), and no copy of the leaves and
+    locals; the log ratio is computed in float64."""
+    like = state.log_density
+    log_ratio = mh_log_ratio(
+        float(like), float(proposal.log_density), float(log_q_forward), float(log_q_reverse)
+    )
+    if metropolis:
+        accept = bool(metropolis_accept(log_ratio, float(accept_uniform)))
+    else:
+        accept = log_ratio > -math.inf
+    distance = hamming_distance(state.x, proposal.x, like)
+    moved = accept and float(distance) > 0.0
+    info = StepInfo(
+        scalar_like(accept_probability(log_ratio), like),
+        scalar_like(moved, like, array_namespace(like).bool),
+        distance,
+    )
+    return (proposal if accept else state), info
 
 
 def mh_finish_per_coordinate(

@@ -128,15 +128,87 @@ MH_CASES = [
 ]
 
 
-@pytest.mark.parametrize("backend", ["numpy", "jax", "torch"])
+@pytest.mark.parametrize("backend", ["numpy", "jax", "torch", "python"])
 @pytest.mark.parametrize(("terms", "expected"), MH_CASES, ids=[str(c[0]) for c in MH_CASES])
 def test_mh_log_ratio_rejects_every_unusable_term_on_every_backend(terms, expected, backend):
-    lib = _namespace(backend)
-    args = [lib.asarray(t, dtype=lib.float32) for t in terms]
+    """The same on Python floats (the one-chain CPU torch step's decision)."""
+    if backend == "python":
+        args, as_array = [float(t) for t in terms], float
+    else:
+        lib = _namespace(backend)
+        args = [lib.asarray(t, dtype=lib.float32) for t in terms]
+        as_array = lib.asarray
     got = float(dk.kernel.mh_log_ratio(*args))
-    assert got == pytest.approx(expected), (lib.__name__, terms)
-    assert float(dk.kernel.accept_probability(lib.asarray(got))) == pytest.approx(
+    assert got == pytest.approx(expected), (backend, terms)
+    assert float(dk.kernel.accept_probability(as_array(got))) == pytest.approx(
         min(1.0, np.exp(expected))
+    )
+
+
+@pytest.mark.parametrize("metropolis", [True, False])
+def test_the_cpu_decision_on_python_floats_equals_the_tensor_decision(metropolis, monkeypatch):
+    """``mh_finish`` for one CPU torch chain decides on Python floats and keeps one side whole;
+    the tensor path (what a CUDA chain takes, forced here) gives the same kept state, acceptance
+    probability, move flag and distance for every MH case above (unusable terms included) and
+    for uniforms at 0, in the middle, and on either side of the acceptance probability."""
+    torch = pytest.importorskip("torch")
+    from discrete_kernels import kernel
+
+    x, y = torch.tensor([0.0, 1.0, 1.0]), torch.tensor([1.0, 1.0, 0.0])
+    local_x, local_y = torch.tensor([0.1, 0.2, 0.3]), torch.tensor([-0.1, -0.2, -0.3])
+
+    def finish(terms, uniform, same_side=False):
+        f_x, f_y, forward, reverse = (torch.tensor(t) for t in terms)
+        state = dk.ChainState((x,), f_x, (local_x,))
+        proposal = dk.ChainState((x if same_side else y,), f_y, (local_y,))
+        return kernel.mh_finish(
+            state, proposal, forward, reverse, torch.tensor(uniform), metropolis
+        )
+
+    cases = [(terms, u) for terms, _ in MH_CASES for u in (0.0, 0.3, 0.45, 0.5, 0.99)]
+    cases += [(((-1.0, -1.0, -0.5, -0.5), 0.3), True)]  # accepted, but no coordinate moves
+    host = []
+    for case in cases:
+        (terms, u), same = case if isinstance(case[1], bool) else (case, False)
+        host.append(finish(terms, u, same))
+    with monkeypatch.context() as patch:
+        patch.setattr(kernel, "host_number", lambda v: v)
+        device = []
+        for case in cases:
+            (terms, u), same = case if isinstance(case[1], bool) else (case, False)
+            device.append(finish(terms, u, same))
+    decisions = set()
+    for (state, info), (want_state, want_info) in zip(host, device):
+        assert torch.equal(state.x[0], want_state.x[0])
+        assert torch.equal(state.local[0], want_state.local[0])
+        assert torch.equal(state.log_density, want_state.log_density)
+        assert info.accept_prob.dtype == want_info.accept_prob.dtype
+        assert float(info.accept_prob) == pytest.approx(float(want_info.accept_prob))
+        assert info.accepted.dtype == torch.bool and bool(info.accepted) == bool(want_info.accepted)
+        assert float(info.hamming_distance) == float(want_info.hamming_distance)
+        decisions.add(bool(info.accepted))
+    assert decisions == {True, False}  # both outcomes were compared
+
+
+def test_fused_binary_flip_logits_equal_the_generic_ones():
+    """The fused torch form of a ``Binary`` leaf's flip logits (Python-number balance and
+    penalty: one chain on the CPU) gives the generic expression's values, NaN and infinite
+    gradient entries made harmless first as everywhere."""
+    torch = pytest.importorskip("torch")
+    from discrete_kernels.samplers.dlp import binary_flip_logits, dlp_leaf_logits
+
+    rng = np.random.default_rng(3)
+    x = torch.as_tensor(rng.integers(0, 2, 50), dtype=torch.float32)
+    local = torch.as_tensor(rng.standard_normal(50) * 3, dtype=torch.float32)
+    local[:3] = torch.tensor([float("nan"), float("inf"), -float("inf")])
+    fused = dlp_leaf_logits(dk.Binary(), x, local, False, 0.3, 0.5, penalty=0.5 / 0.3)
+    generic = dlp_leaf_logits(dk.Binary(), x, local, False, torch.tensor(0.3), torch.tensor(0.5))
+    torch.testing.assert_close(fused, generic)
+    assert torch.isfinite(fused).all()
+    sign = 1.0 - 2.0 * x
+    torch.testing.assert_close(
+        binary_flip_logits(local.nan_to_num(0.0, 0.0, 0.0), x, 0.7, 1.25),
+        0.7 * local.nan_to_num(0.0, 0.0, 0.0) * sign - 1.25,
     )
 
 

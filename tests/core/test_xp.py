@@ -59,3 +59,40 @@ def test_namespace_for_torch_tensors_is_array_api_compat_s_with_direct_where_and
             got, want = xp.sum(x, **kwargs), compat.sum(x, **kwargs)
             assert got.dtype == want.dtype and got.shape == want.shape
             assert torch.equal(got, want)
+
+
+def test_python_floats_get_a_namespace_with_ieee_semantics():
+    """A Python float (a one-chain CPU torch step's scalar, read by ``host_number``) gets
+    ``PythonFloats``: ``log(0) = -inf``, ``log`` of a negative number NaN, NaN kept by ``clip``
+    and ``exp``, ``where`` picking a side; what the core's MH formulas need and no more."""
+    xp = _xp.array_namespace(0.5)
+    assert xp is _xp.PythonFloats
+    assert xp.log(0.0) == -np.inf and np.isnan(xp.log(-1.0)) and xp.log(np.e) == 1.0
+    assert np.isnan(xp.clip(float("nan"), max=0.0)) and xp.clip(2.0, max=0.0) == 0.0
+    assert xp.clip(-2.0, max=0.0) == -2.0 and xp.clip(-2.0, min=-1.0) == -1.0
+    assert xp.exp(-np.inf) == 0.0 and np.isnan(xp.exp(float("nan")))
+    assert xp.where(True, 1.0, 2.0) == 1.0 and xp.where(False, 1.0, 2.0) == 2.0
+    assert xp.isnan(float("nan")) and xp.full_like(1.0, -np.inf) == -np.inf
+    assert _xp.nan_to(float("nan"), -np.inf) == -np.inf
+    with pytest.raises(AttributeError):
+        xp.matmul  # noqa: B018
+
+
+def test_host_number_reads_only_cpu_scalars_outside_autograd_and_transforms():
+    """``host_number`` reads a 0-dim floating CPU tensor as a Python float; JAX and NumPy
+    values, tensors of other shapes, integer tensors, tensors in autograd and the batched
+    tensors of ``torch.vmap`` come back unchanged."""
+    torch = pytest.importorskip("torch")
+    assert _xp.host_number(torch.tensor(0.25)) == 0.25
+    assert isinstance(_xp.host_number(torch.tensor(0.25)), float)
+    for value in [
+        torch.ones(2),
+        torch.tensor(3),
+        torch.tensor(1.0, requires_grad=True),
+        jnp.float32(1.0),
+        np.float32(1.0),
+    ]:
+        assert _xp.host_number(value) is value
+    seen = []
+    torch.vmap(lambda t: seen.append(_xp.host_number(t)) or t)(torch.ones(3))
+    assert isinstance(seen[0], torch.Tensor)
