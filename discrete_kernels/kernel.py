@@ -116,17 +116,25 @@ class LocalFnWithRows:
 class LocalFnByLeaf:
     """A :data:`LocalFn` that can also evaluate one leaf's local information alone:
     ``leaf_local(leaves, j) -> (f, locals)`` with entry ``j`` of ``locals`` computed and the
-    others None. An eager adapter (Pyro) passes one where a site has several leaves: a sampler
-    that updates them in turn (:class:`~discrete_kernels.samplers.plate_gibbs.PlateGibbs`)
-    reads only the next leaf's table between two draws, and computing every leaf's after each
-    draw costs ``L`` times as much for ``L`` leaves. Under ``jit`` the compiler drops the
-    unread tables itself, so the NumPyro adapter passes a plain function."""
+    others None (:data:`LOG_DENSITY_ONLY`: every one None). An eager adapter (Pyro) passes one
+    where a site has tables or several leaves: a sampler that updates them in turn
+    (:class:`~discrete_kernels.samplers.plate_gibbs.PlateGibbs`) reads only the next leaf's
+    table between two draws, and computing every leaf's after each draw costs ``L`` times as
+    much for ``L`` leaves. Under ``jit`` the compiler drops the unread tables itself, so the
+    NumPyro adapter passes a plain function."""
 
     local_fn: LocalFn
     leaf_local: Callable[[tuple, int], tuple]
 
     def __call__(self, leaves: tuple) -> tuple:
         return self.local_fn(leaves)
+
+
+#: ``leaf_local``'s index for the log density alone (every local None): the end of a
+#: :class:`~discrete_kernels.samplers.plate_gibbs.PlateGibbs` sweep, whose tables the next
+#: step computes where it reads them (a ``Gibbs`` block's next step starts from new
+#: conditioning and recomputes them anyway)
+LOG_DENSITY_ONLY = -1
 
 
 class ChainState(NamedTuple):

@@ -120,11 +120,13 @@ class SiteSetup:
     def local_fn(self, with_locals: bool = True) -> Callable:
         """``leaves -> (f, locals)`` for the core (``with_locals=False``: ``(f, ())``); with
         ``per_coordinate_mh``, a :class:`~discrete_kernels.LocalFnWithTerms`; with several
-        leaves, a :class:`~discrete_kernels.LocalFnByLeaf`."""
+        leaves or a table, a :class:`~discrete_kernels.LocalFnByLeaf`."""
         local_fn = _local_fn(self.log_density, self.leaves, with_locals, self.element_terms)
         if self.own_terms is not None:
             return LocalFnWithTerms(local_fn, self.own_terms)
-        if with_locals and len(self.leaves) > 1:  # eager: one leaf's table when one is read
+        # eager: one leaf's table when one is read, and none after a sweep's last draw
+        tables = any(spec.mode in (PLATE, EXACT) for spec in self.leaves)
+        if with_locals and (len(self.leaves) > 1 or tables):
             return LocalFnByLeaf(local_fn, lambda leaves, j: local_fn(leaves, only=j))
         return local_fn
 

@@ -283,6 +283,8 @@ class DiscreteKernel(MCMCKernel):
         ):
             # new conditioning or values set from outside: rebuild the cache
             state = spec.init(setup.to_leaves(params), self._local_fn())
+        elif any(local is None for local in state.local) and self._check is not None:
+            state = spec.init(state.x, self._local_fn())  # a sweep left its tables unread
         if self._check is not None and self._t < self._warmup_steps:
             if self._check.due(self._t):
                 leaves = self._check.check(self._t, setup, state)

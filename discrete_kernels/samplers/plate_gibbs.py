@@ -27,6 +27,7 @@ from .._xp import Array, array_namespace, categorical_from_uniform, log_softmax
 from ..chains import chain_draw, chain_log_prob
 from ..domains import Domain
 from ..kernel import (
+    LOG_DENSITY_ONLY,
     PYTHON_CONTROL,
     ChainState,
     ControlFlow,
@@ -97,6 +98,9 @@ def plate_gibbs_step(
     """
     chains = [False] * len(domains) if chains is None else chains
     check_step_arguments("plate_gibbs_step", state.x, uniforms[: len(domains)], None)
+    if any(local is None for local in state.local):  # the last sweep left them unread
+        f, local = local_fn(state.x)
+        state = ChainState(state.x, f, tuple(local))
     chain = state
     colourings = [None] * len(domains) if colourings is None else colourings
     accept_prob = None
@@ -144,8 +148,8 @@ def _draw_colour(
 ) -> ChainState:
     """Leaf ``j``'s coordinates of ``colour`` drawn from their rows of its table (all of them
     where ``colour_of`` is None: a plate), and the tables recomputed: every leaf's, or only
-    leaf ``needed``'s (:class:`~discrete_kernels.LocalFnByLeaf`; the others None until the
-    sweep's last draw recomputes them all)."""
+    leaf ``needed``'s (:class:`~discrete_kernels.LocalFnByLeaf`; the others None, and all of
+    them after the sweep's last draw, until the next step reads them)."""
     x = chain.x[j]
     xp = array_namespace(x)
     value = xp.astype(categorical_from_uniform(chain.local[j], uniforms) + domain.low, x.dtype)
@@ -162,14 +166,15 @@ def _draw_colour(
 
 def _needed_next(local_fn: LocalFn, j: int, colour: int, colourings: Sequence[Any]) -> int | None:
     """Which leaf's table the draw after colour ``colour`` of leaf ``j`` reads: leaf ``j``'s
-    while it has colours left, then leaf ``j + 1``'s; None (every leaf's: the state's cache)
-    after the last leaf, or where ``local_fn`` evaluates all leaves at once."""
+    while it has colours left, then leaf ``j + 1``'s; after the last leaf none
+    (:data:`~discrete_kernels.kernel.LOG_DENSITY_ONLY`: the next step computes the tables
+    where it reads them); None (every leaf's) where ``local_fn`` evaluates all leaves at once."""
     if not isinstance(local_fn, LocalFnByLeaf):
         return None
     colours = colourings[j]
     if colours is not None and colour + 1 < int(colours.max()) + 1:
         return j
-    return j + 1 if j + 1 < len(colourings) else None
+    return j + 1 if j + 1 < len(colourings) else LOG_DENSITY_ONLY
 
 
 def _sweep_by_rows(
