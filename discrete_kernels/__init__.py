@@ -8,6 +8,7 @@ callables supplied by the adapters (:mod:`numpyro_ext`, :mod:`pyro_ext`).
   :class:`Integer` (counts, proposed in a window);
 - the pieces every sampler shares (:mod:`discrete_kernels.kernel`): the chain state, the step's
   noise, parameters and statistics, and :class:`Sampler`, the spec one driver per PPL runs;
+  the MH decision that ends a step (:mod:`discrete_kernels.metropolis`);
 - one namespace per sampler family: :mod:`~discrete_kernels.samplers.dlp` (DMALA, DULA),
   :mod:`~discrete_kernels.samplers.gwg`, :mod:`~discrete_kernels.samplers.ab`,
   :mod:`~discrete_kernels.samplers.acs`, :mod:`~discrete_kernels.samplers.gibbs`,
@@ -18,7 +19,7 @@ callables supplied by the adapters (:mod:`numpyro_ext`, :mod:`pyro_ext`).
   learning (:mod:`discrete_kernels.ebm`).
 """
 
-from . import ebm, gradient_check, sites, tables, warmup
+from . import ebm, gradient_check, metropolis, sites, tables, warmup
 from ._xp import precise_matmul
 from .domains import Binary, Categorical, Domain, Integer, Ordinal
 from .kernel import (
@@ -65,6 +66,7 @@ __all__ = [
     "gibbs",
     "gradient_check",
     "gwg",
+    "metropolis",
     "plate_gibbs",
     "precise_matmul",
     "sites",

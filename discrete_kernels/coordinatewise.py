@@ -1,6 +1,6 @@
 """The setup's check that a model's discrete coordinates are all conditionally independent, as
 one MH decision per coordinate needs (``DMALA(per_coordinate_mh=True)``,
-:func:`discrete_kernels.kernel.mh_finish_per_coordinate`); numpy only, the adapters evaluate
+:func:`discrete_kernels.metropolis.mh_finish_per_coordinate`); numpy only, the adapters evaluate
 the model.
 
 At a point ``x`` of the model, a state ``y`` with a random half of the coordinates moved to a

@@ -69,8 +69,8 @@ def random_walk(num_steps: int, start: jax.Array, key: jax.Array) -> np.ndarray:
         key_y, key_u = jax.random.split(key)
         y = jax.random.randint(key_y, (2,), 0, SIZE)
         f_y = log_density(y)
-        accept = dk.kernel.metropolis_accept(
-            dk.kernel.mh_log_ratio(f, f_y, 0.0, 0.0), jax.random.uniform(key_u)
+        accept = dk.metropolis.metropolis_accept(
+            dk.metropolis.mh_log_ratio(f, f_y, 0.0, 0.0), jax.random.uniform(key_u)
         )
         x, f = jnp.where(accept, y, x), jnp.where(accept, f_y, f)
         return (x, f), x

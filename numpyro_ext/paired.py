@@ -26,7 +26,9 @@ from numpyro.infer.util import log_density
 from numpyro.util import identity, is_prng_key
 
 from discrete_kernels import validation as checks
-from discrete_kernels.kernel import accept_probability
+from discrete_kernels.metropolis import (
+    accept_probability,
+)
 from discrete_kernels.samplers.paired import (
     check_pair_options,
     check_pair_sites,

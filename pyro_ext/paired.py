@@ -18,7 +18,9 @@ from pyro.distributions import constraints
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
 from discrete_kernels import validation as checks
-from discrete_kernels.kernel import accept_probability
+from discrete_kernels.metropolis import (
+    accept_probability,
+)
 from discrete_kernels.samplers.paired import (
     check_pair_options,
     check_pair_sites,

@@ -123,11 +123,11 @@ def sweep_matrices(local_fns, step_size=0.6, stale=False):
             for b in range(nz):
                 if a == b:
                     continue
-                log_ratio = dk.kernel.mh_log_ratio(
+                log_ratio = dk.metropolis.mh_log_ratio(
                     np.float64(f_x), np.float64(cache[c][b][0]), log_q[a, b], log_q[b, a]
                 )
                 block_a[index(a, c), index(b, c)] = np.exp(log_q[a, b]) * float(
-                    dk.kernel.accept_probability(log_ratio)
+                    dk.metropolis.accept_probability(log_ratio)
                 )
             block_a[index(a, c), index(a, c)] = 1.0 - block_a[index(a, c)].sum()
     block_b = np.zeros_like(block_a)

@@ -34,7 +34,7 @@ from pyro.infer import NUTS as PNUTS  # noqa: E402
 
 import numpyro_ext as nx  # noqa: E402
 import pyro_ext as px  # noqa: E402
-from discrete_kernels import kernel as core_steps  # noqa: E402
+from discrete_kernels import metropolis as core_steps  # noqa: E402
 
 from .mc import assert_mc_close  # noqa: E402
 from .test_peer_models import CP_ALPHA, CP_COUNTS, CP_T, changepoint_exact  # noqa: E402

@@ -30,7 +30,7 @@ from scipy.stats import norm  # noqa: E402
 
 import numpyro_ext as nx  # noqa: E402
 import pyro_ext as px  # noqa: E402
-from discrete_kernels import kernel as core_steps  # noqa: E402
+from discrete_kernels import metropolis as core_steps  # noqa: E402
 
 from .mc import assert_mc_close  # noqa: E402
 

@@ -50,6 +50,8 @@ from ..kernel import (
     Sampler,
     Sites,
     StepParameters,
+)
+from ..metropolis import (
     mh_finish,
 )
 from ..validation import (

@@ -13,7 +13,9 @@ from array_api_compat import device as _device
 
 from .._xp import Array, array_namespace
 from ..domains import Categorical, Domain
-from ..kernel import coordinate_sum
+from ..metropolis import (
+    coordinate_sum,
+)
 
 __all__ = [
     "ABConfig",

@@ -44,9 +44,6 @@ from ..kernel import (
     StepInfo,
     StepNoise,
     StepParameters,
-    coordinate_sum,
-    mh_finish,
-    mh_finish_per_coordinate,
     propose,
 )
 from ..local import (
@@ -58,6 +55,11 @@ from ..local import (
     local_delta,
     mask_invalid,
     squared_distance,
+)
+from ..metropolis import (
+    coordinate_sum,
+    mh_finish,
+    mh_finish_per_coordinate,
 )
 from ..validation import check_bool, check_number, check_step_arguments
 from ..warmup import (
@@ -392,7 +394,7 @@ def dlp_step_per_coordinate(
     preconditioner: Sequence[Array | float | None] | None = None,
 ) -> tuple[ChainState, StepInfo]:
     """One DMALA transition with an MH decision per coordinate
-    (:func:`~discrete_kernels.kernel.mh_finish_per_coordinate`), for a target whose
+    (:func:`~discrete_kernels.metropolis.mh_finish_per_coordinate`), for a target whose
     coordinates are conditionally independent (:attr:`Sites.per_coordinate_mh`).
 
     The DLP proposal already factorises over coordinates, and coordinate ``i``'s logits read

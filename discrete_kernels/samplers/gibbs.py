@@ -38,6 +38,8 @@ from ..kernel import (
     Sites,
     StepInfo,
     StepParameters,
+)
+from ..metropolis import (
     accept_probability,
     metropolis_accept,
 )

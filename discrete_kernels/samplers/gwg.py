@@ -25,10 +25,12 @@ from ..kernel import (
     Sites,
     StepInfo,
     StepParameters,
-    mh_finish,
     propose,
 )
 from ..local import current_mask, finite_local, local_delta, mask_invalid, squared_distance
+from ..metropolis import (
+    mh_finish,
+)
 from ..validation import check_noise, check_number, check_step_size
 from .dlp import DLPInfo, DLPSampler, StepSizeState, step_size_state
 

@@ -30,7 +30,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._xp import Array, array_namespace, logsumexp, nan_to
-from ..kernel import mh_log_ratio
+from ..metropolis import (
+    mh_log_ratio,
+)
 from ..validation import check_number
 
 __all__ = [

@@ -39,6 +39,8 @@ from ..kernel import (
     Sites,
     StepInfo,
     StepParameters,
+)
+from ..metropolis import (
     hamming_distance,
     mh_finish,
 )

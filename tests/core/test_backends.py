@@ -138,9 +138,9 @@ def test_mh_log_ratio_rejects_every_unusable_term_on_every_backend(terms, expect
         lib = _namespace(backend)
         args = [lib.asarray(t, dtype=lib.float32) for t in terms]
         as_array = lib.asarray
-    got = float(dk.kernel.mh_log_ratio(*args))
+    got = float(dk.metropolis.mh_log_ratio(*args))
     assert got == pytest.approx(expected), (backend, terms)
-    assert float(dk.kernel.accept_probability(as_array(got))) == pytest.approx(
+    assert float(dk.metropolis.accept_probability(as_array(got))) == pytest.approx(
         min(1.0, np.exp(expected))
     )
 
@@ -152,7 +152,7 @@ def test_the_cpu_decision_on_python_floats_equals_the_tensor_decision(metropolis
     probability, move flag and distance for every MH case above (unusable terms included) and
     for uniforms at 0, in the middle, and on either side of the acceptance probability."""
     torch = pytest.importorskip("torch")
-    from discrete_kernels import kernel
+    from discrete_kernels import metropolis as kernel
 
     x, y = torch.tensor([0.0, 1.0, 1.0]), torch.tensor([1.0, 1.0, 0.0])
     local_x, local_y = torch.tensor([0.1, 0.2, 0.3]), torch.tensor([-0.1, -0.2, -0.3])

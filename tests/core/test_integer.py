@@ -87,8 +87,8 @@ def window_transition_matrix(
     for (a, b), forward in log_q.items():
         if a == b or proposal[a, b] == 0.0:
             continue
-        log_ratio = dk.kernel.mh_log_ratio(f[a], f[b], forward, log_q[b, a])
-        accept = float(dk.kernel.accept_probability(log_ratio)) if params.metropolis else 1.0
+        log_ratio = dk.metropolis.mh_log_ratio(f[a], f[b], forward, log_q[b, a])
+        accept = float(dk.metropolis.accept_probability(log_ratio)) if params.metropolis else 1.0
         p[a, b] = proposal[a, b] * accept
     p[np.arange(n), np.arange(n)] = 1.0 - p.sum(axis=1)
     return p, proposal

@@ -139,7 +139,7 @@ def coordinate_kernels(name, step_size, corrected=True):
                     change = float(leaf_terms(y)[c] - leaf_terms(x)[c])
                     log_ratio = change + (reverse - forward if corrected else 0.0)
                     k[a, b_] = np.exp(forward) * float(
-                        dk.kernel.accept_probability(np.float64(log_ratio))
+                        dk.metropolis.accept_probability(np.float64(log_ratio))
                     )
                 k[a, a] = 1.0 - k[a].sum()
             kernels.append(k)

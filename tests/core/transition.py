@@ -61,10 +61,10 @@ def transition_matrix(
         for b in range(n):
             if a == b or proposal[a, b] == 0.0:
                 continue
-            log_ratio = dk.kernel.mh_log_ratio(
+            log_ratio = dk.metropolis.mh_log_ratio(
                 f[a], f[b], convert(np.float64(log_q[a, b])), convert(np.float64(log_q[b, a]))
             )
-            p[a, b] = proposal[a, b] * float(dk.kernel.accept_probability(log_ratio))
+            p[a, b] = proposal[a, b] * float(dk.metropolis.accept_probability(log_ratio))
         p[a, a] = 1.0 - p[a].sum()
     return p, proposal
 
@@ -93,10 +93,12 @@ def spec_transition_matrix(spec, states, local_fn, params, sites):
         for b in range(n):
             if a == b or proposal[a, b] == 0.0:
                 continue
-            log_ratio = dk.kernel.mh_log_ratio(
+            log_ratio = dk.metropolis.mh_log_ratio(
                 f[a], f[b], np.float64(log_q[a, b]), np.float64(log_q[b, a])
             )
-            accept = float(dk.kernel.accept_probability(log_ratio)) if params.metropolis else 1.0
+            accept = (
+                float(dk.metropolis.accept_probability(log_ratio)) if params.metropolis else 1.0
+            )
             p[a, b] = proposal[a, b] * accept
         p[a, a] = 1.0 - p[a].sum()
     return p, proposal

@@ -257,7 +257,7 @@ def test_a_step_reads_nothing_back_to_the_host(name, accelerator_path):
 def test_watch_catches_a_tensor_made_without_a_device(monkeypatch):
     """The creation check has power: a core function that makes a CPU tensor (as the adapter
     did before it followed the model's device) is reported."""
-    import discrete_kernels.kernel as steps
+    import discrete_kernels.metropolis as steps
 
     original = steps.hamming_distance
 
