@@ -276,10 +276,11 @@ def _in_torch_transform(x: Any) -> bool:
 
 
 class PythonFloats:
-    """The array-API functions the core's scalar formulas use (:func:`~discrete_kernels.kernel.
-    mh_log_ratio`, :func:`nan_to`, the MH acceptance), on Python floats with IEEE semantics:
-    ``log(0) = -inf``, NaN kept by ``exp`` and ``clip``. :func:`array_namespace` gives it for a
-    float; any other function is missing on purpose (an ``AttributeError`` names it)."""
+    """The array-API functions the core's scalar formulas use (the MH decision of
+    :mod:`discrete_kernels.metropolis`, :func:`nan_to`), on Python floats with IEEE semantics:
+    ``log(0) = -inf``, ``exp`` of a large number ``inf``, NaN kept by ``exp`` and ``clip``.
+    :func:`array_namespace` gives it for a float; any other function is missing on purpose (an
+    ``AttributeError`` names it)."""
 
     inf = math.inf
     nan = math.nan
@@ -298,7 +299,10 @@ class PythonFloats:
 
     @staticmethod
     def exp(x: float, /) -> float:
-        return math.exp(x)
+        try:
+            return math.exp(x)
+        except OverflowError:  # IEEE: inf, as NumPy and torch give
+            return math.inf
 
     @staticmethod
     def log(x: float, /) -> float:

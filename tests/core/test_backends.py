@@ -152,7 +152,7 @@ def test_the_cpu_decision_on_python_floats_equals_the_tensor_decision(metropolis
     probability, move flag and distance for every MH case above (unusable terms included) and
     for uniforms at 0, in the middle, and on either side of the acceptance probability."""
     torch = pytest.importorskip("torch")
-    from discrete_kernels import metropolis as kernel
+    from discrete_kernels import metropolis as mh
 
     x, y = torch.tensor([0.0, 1.0, 1.0]), torch.tensor([1.0, 1.0, 0.0])
     local_x, local_y = torch.tensor([0.1, 0.2, 0.3]), torch.tensor([-0.1, -0.2, -0.3])
@@ -161,7 +161,7 @@ def test_the_cpu_decision_on_python_floats_equals_the_tensor_decision(metropolis
         f_x, f_y, forward, reverse = (torch.tensor(t) for t in terms)
         state = dk.ChainState((x,), f_x, (local_x,))
         proposal = dk.ChainState((x if same_side else y,), f_y, (local_y,))
-        return kernel.mh_finish(
+        return mh.mh_finish(
             state, proposal, forward, reverse, torch.tensor(uniform), metropolis
         )
 
@@ -172,7 +172,7 @@ def test_the_cpu_decision_on_python_floats_equals_the_tensor_decision(metropolis
         (terms, u), same = case if isinstance(case[1], bool) else (case, False)
         host.append(finish(terms, u, same))
     with monkeypatch.context() as patch:
-        patch.setattr(kernel, "host_number", lambda v: v)
+        patch.setattr(mh, "host_number", lambda v: v)
         device = []
         for case in cases:
             (terms, u), same = case if isinstance(case[1], bool) else (case, False)

@@ -71,6 +71,7 @@ def test_python_floats_get_a_namespace_with_ieee_semantics():
     assert np.isnan(xp.clip(float("nan"), max=0.0)) and xp.clip(2.0, max=0.0) == 0.0
     assert xp.clip(-2.0, max=0.0) == -2.0 and xp.clip(-2.0, min=-1.0) == -1.0
     assert xp.exp(-np.inf) == 0.0 and np.isnan(xp.exp(float("nan")))
+    assert xp.exp(1000.0) == np.inf and xp.exp(np.inf) == np.inf
     assert xp.where(True, 1.0, 2.0) == 1.0 and xp.where(False, 1.0, 2.0) == 2.0
     assert xp.isnan(float("nan")) and xp.full_like(1.0, -np.inf) == -np.inf
     assert _xp.nan_to(float("nan"), -np.inf) == -np.inf
