@@ -161,9 +161,7 @@ def test_the_cpu_decision_on_python_floats_equals_the_tensor_decision(metropolis
         f_x, f_y, forward, reverse = (torch.tensor(t) for t in terms)
         state = dk.ChainState((x,), f_x, (local_x,))
         proposal = dk.ChainState((x if same_side else y,), f_y, (local_y,))
-        return mh.mh_finish(
-            state, proposal, forward, reverse, torch.tensor(uniform), metropolis
-        )
+        return mh.mh_finish(state, proposal, forward, reverse, torch.tensor(uniform), metropolis)
 
     cases = [(terms, u) for terms, _ in MH_CASES for u in (0.0, 0.3, 0.45, 0.5, 0.99)]
     cases += [(((-1.0, -1.0, -0.5, -0.5), 0.3), True)]  # accepted, but no coordinate moves
