@@ -3,39 +3,51 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from array_api_compat import array_namespace as _compat_namespace
 from array_api_compat import device as _device
-from array_api_compat import is_jax_array, is_torch_array
+from array_api_compat import is_jax_array
 
 Array = Any
+
+
+def is_torch_array(x: Any) -> bool:
+    """Whether ``x`` is a torch tensor (without importing torch).
+
+    ``array_api_compat.is_torch_array`` answers the same with an import statement and a
+    ``typing.cast`` per call; the core asks a dozen times per step, and on eager torch a small
+    model's step is mostly such Python work."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
 
 #: the namespace of a lone array by its type (see :func:`array_namespace`)
 _NAMESPACE_BY_TYPE: dict[type, Any] = {}
 
 
-def array_namespace(*xs: Any) -> Any:
+def array_namespace(x: Any, /, *more: Any) -> Any:
     """``array_api_compat.array_namespace``, with the answer for one array remembered by its
     type (tensors, JAX arrays and tracers): the core asks for the namespace of every array it
     touches, and on eager torch each look-up is a chain of type checks per call (about 20 per
     DMALA step, a tenth of a small model's step). A NumPy array is not remembered: JAX's
     zero-gradient arrays are NumPy arrays of dtype ``float0``. A Python float gets
     :class:`PythonFloats` (the one-chain torch step's MH decision, :func:`host_number`)."""
-    if len(xs) == 1:
-        kind = type(xs[0])
+    if not more:
+        kind = type(x)
         namespace = _NAMESPACE_BY_TYPE.get(kind)
         if namespace is None:
-            namespace = _compat_namespace(xs[0])
-            if is_torch_array(xs[0]):
+            namespace = _compat_namespace(x)
+            if is_torch_array(x):
                 namespace = _TorchNamespace(namespace)
-            remember = is_torch_array(xs[0]) or is_jax_array(xs[0])
-            if remember and not isinstance(xs[0], np.ndarray):
+            remember = is_torch_array(x) or is_jax_array(x)
+            if remember and not isinstance(x, np.ndarray):
                 _NAMESPACE_BY_TYPE[kind] = namespace
         return namespace
-    return _compat_namespace(*xs)
+    return _compat_namespace(x, *more)
 
 
 class _TorchNamespace:
@@ -79,6 +91,7 @@ __all__ = [
     "categorical_from_uniform",
     "PythonFloats",
     "host_number",
+    "is_torch_array",
     "log_sigmoid",
     "log_softmax",
     "logsumexp",
@@ -270,9 +283,7 @@ def host_number(x: Any) -> Any:
 def _in_torch_transform(x: Any) -> bool:
     """Whether ``x`` is a tensor inside a ``torch.func`` transform (``vmap``, ``grad``), which
     cannot be read as a number."""
-    from torch._C._functorch import is_functorch_wrapped_tensor
-
-    return bool(is_functorch_wrapped_tensor(x))
+    return bool(sys.modules["torch"]._C._functorch.is_functorch_wrapped_tensor(x))
 
 
 class PythonFloats:

@@ -30,9 +30,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from array_api_compat import device as _device
-from array_api_compat import is_torch_array
 
-from ._xp import Array, array_namespace, categorical_from_uniform, logsumexp
+from ._xp import Array, array_namespace, categorical_from_uniform, is_torch_array, logsumexp
 from .domains import Domain
 
 __all__ = [

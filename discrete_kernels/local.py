@@ -23,9 +23,8 @@ support are masked per coordinate (:func:`mask_invalid`).
 from __future__ import annotations
 
 from array_api_compat import device as _device
-from array_api_compat import is_torch_array
 
-from ._xp import Array, array_namespace, masked_sum
+from ._xp import Array, array_namespace, is_torch_array, masked_sum
 from .domains import Categorical, Domain, Integer, Ordinal
 
 __all__ = [

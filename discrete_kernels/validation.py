@@ -358,7 +358,11 @@ def check_noise(owner: str, what: str, noise: Any, expected: Sequence[int], like
 def check_step_size(owner: str, option: str, value: Any) -> None:
     """A core step's step size, read only when it is a Python or numpy number (reading an
     array's value would wait for its device): positive and finite."""
-    if isinstance(value, numbers.Real) and not (math.isfinite(float(value)) and float(value) > 0):
+    # concrete types first: an ABC's isinstance of a tensor walks its registry every step
+    is_number = isinstance(value, (float, int, np.integer, np.floating)) or (
+        not hasattr(value, "shape") and isinstance(value, numbers.Real)
+    )
+    if is_number and not (math.isfinite(float(value)) and float(value) > 0):
         raise ValueError(f"{owner}: {option} must be a positive finite number, got {value!r}.")
 
 
@@ -380,12 +384,12 @@ def check_step_arguments(
             "give one per leaf (the shapes of the sampler's noise_shapes)."
         )
     for index, (x, u) in enumerate(zip(leaves, uniforms)):
-        if tuple(u.shape) != tuple(x.shape):
+        if u.shape != x.shape:  # tuples, or torch.Size (a tuple)
             raise ValueError(
                 f"{owner}: the proposal uniforms of leaf {index} have shape {tuple(u.shape)}; "
                 f"expected {tuple(x.shape)}, one per coordinate (noise_shapes)."
             )
-        if array_namespace(u) is not array_namespace(x):
+        if type(u) is not type(x) and array_namespace(u) is not array_namespace(x):
             raise TypeError(
                 f"{owner}: the proposal uniforms of leaf {index} are {type(u).__name__} but the "
                 f"state is {type(x).__name__}; draw the noise with the state's array library."

@@ -66,10 +66,11 @@ class StepRecord:
     def append(self, values: Mapping[str, Any], like: torch.Tensor) -> None:
         """Record one step: ``values`` by name (0-dim tensors or Python numbers), stored in
         ``like``'s floating dtype on its device, without reading them on the host."""
+        names = tuple(values)
         if not self.names:
-            self.names = tuple(values)
-        elif len(values) != len(self.names) or any(a != b for a, b in zip(values, self.names)):
-            raise ValueError(f"statistics {tuple(values)} differ from {self.names}")
+            self.names = names
+        elif names != self.names:
+            raise ValueError(f"statistics {names} differ from {self.names}")
         self._device_rows.append(tuple(values.values()))
         self._like = like
         self._count += 1

