@@ -35,7 +35,7 @@ from typing import Any, ClassVar, NamedTuple
 from ._xp import Array, array_namespace, python_loop
 from .domains import Binary, Domain
 from .sites import CHAIN, check_windowed_sites
-from .validation import check_exact_table_memory
+from .tables import check_exact_table_memory
 
 #: the ``mode`` of a leaf record whose table is evaluated at every single-coordinate change
 #: (:data:`discrete_kernels.sites.EXACT`)
@@ -385,7 +385,7 @@ class Sampler:
         """Refuse sites this sampler cannot handle (setup, outside compiled code).
 
         The base refuses a single-site exact table that cannot fit in memory
-        (:func:`discrete_kernels.validation.check_exact_table_memory`); a subclass that
+        (:func:`discrete_kernels.tables.check_exact_table_memory`); a subclass that
         adds checks calls it first (``super().check_sites(sites, flat_dim)``).
         """
         check_windowed_sites(

@@ -3,7 +3,7 @@ from the current one (single-site substitutions), the table of exact conditional
 plates from its per-element terms (``S`` evaluations instead of ``N x S``), a site summed out
 of the log density, and the setup's check that a site's coordinates are conditionally
 independent (which plate indexes each dimension, the terms aligned to the site, the draws and
-the comparison of the check).
+the comparison of the check), and the memory limit of a table that is not from plates.
 """
 
 from __future__ import annotations
@@ -15,12 +15,16 @@ import numpy as np
 from array_api_compat import device as _device
 
 from ._xp import Array, array_namespace, logsumexp
-from .domains import Domain, as_finite, coordinate_bounds
+from .domains import Categorical, Domain, as_finite, coordinate_bounds
+from .validation import format_bytes
 
 __all__ = [
+    "MAX_EXACT_TABLE_BYTES",
     "PLATE_CHECKED_COORDINATES",
     "align_element_term",
+    "check_exact_table_memory",
     "coordinate_substitutions",
+    "exact_table_bytes",
     "joint_values",
     "plate_check_draws",
     "plate_dims_of",
@@ -324,3 +328,61 @@ def plate_table_mismatch(table: Any, exact: Any, log_density: float) -> str | No
             "over the whole site or across coordinates)"
         )
     return None
+
+
+# ------------------------------------------------------------------------------------------
+# the memory of a single-site table
+
+
+MAX_EXACT_TABLE_BYTES = 8 * 2**30
+"""Most memory (bytes, estimated at setup) a single-site exact table may take per chain and
+step. A site whose table is not from plates (an ``exact_sites`` entry, or a categorical site,
+whose coordinates are not conditionally independent given the rest) is evaluated at every
+one of its ``N x S`` single-coordinate changes at once (vmapped in NumPyro, stacked in
+Pyro): at least ``N x S x N`` values (the changed copies of the site), counted at 4 bytes,
+before the model's own intermediates. 10^5 binary coordinates need 74.5 GB; the limit
+allows about 32,000 binary coordinates."""
+
+
+def exact_table_bytes(size: int, num_values: int) -> int:
+    """Lower bound of the memory of one single-site exact table: ``N x S`` changed copies of
+    a site of ``N = size`` coordinates (``S = num_values``), 4 bytes a value."""
+    return 4 * size * num_values * size
+
+
+def check_exact_table_memory(owner: str, sites: Any) -> None:
+    """Refuse a single-site exact table above :data:`MAX_EXACT_TABLE_BYTES`.
+
+    ``sites`` is a :class:`discrete_kernels.Sites`; nothing is checked where the adapter gave
+    no sizes (``sites.sizes`` None) or no leaf has a single-site table.
+    """
+    if sites.sizes is None or sites.single_site_tables is None:
+        return
+    for name, domain, size, single in zip(
+        sites.names, sites.domains, sites.sizes, sites.single_site_tables
+    ):
+        if not single:
+            continue
+        need = exact_table_bytes(size, domain.num_values)
+        if need <= MAX_EXACT_TABLE_BYTES:
+            continue
+        if isinstance(domain, Categorical):
+            fix = (
+                f"A categorical site's table is always exact: sample {name!r} with "
+                "DiscreteGibbs (one coordinate at a time), or write its conditionally "
+                "independent coordinates under a plate (the table then costs S evaluations)."
+            )
+        else:
+            fix = (
+                f"Leave {name!r} out of exact_sites (its gradient gives the local differences), "
+                "sample it with DiscreteGibbs (one coordinate at a time), or write its "
+                "conditionally independent coordinates under a plate (the table then costs S "
+                "evaluations)."
+            )
+        raise ValueError(
+            f"{owner}: the exact table of site {name!r} ({size} coordinates x "
+            f"{domain.num_values} values) is not from plates, so every step evaluates the "
+            f"model at all {size * domain.num_values} single-coordinate changes at once: at "
+            f"least {format_bytes(need)} per chain (N x S x N values); at most "
+            f"{format_bytes(MAX_EXACT_TABLE_BYTES)} (MAX_EXACT_TABLE_BYTES). {fix}"
+        )

@@ -15,7 +15,7 @@ from jax import random
 from numpyro.handlers import seed, trace
 from numpyro.infer.gibbs import GIBBS_SITES_KWARG, conditioned, with_conditioning
 
-from discrete_kernels import validation as checks
+from discrete_kernels import diagnosis
 
 from ._target import LeafSpec, integer_bounds
 
@@ -79,7 +79,7 @@ def check_fixed_supports(
 ) -> None:
     """Refuse sites whose integer support moves with another site's value (traced once per
     other site and alternative value: its interval's ends and two fresh draws)."""
-    base = checks.movable_supports(
+    base = diagnosis.movable_supports(
         [(s.name, s.domain) for s in leaves], lambda name: integer_bounds(model_trace[name])
     )
     if not base or any(isinstance(b, jax.core.Tracer) for pair in base.values() for b in pair):
@@ -94,7 +94,7 @@ def check_fixed_supports(
         except Exception:  # a site the changed value removes: nothing learned
             continue
         perturbed.append((changed, bounds))
-    checks.check_fixed_supports(base, perturbed)
+    diagnosis.check_fixed_supports(base, perturbed)
 
 
 def warn_gated_sites(
@@ -133,12 +133,12 @@ def warn_gated_sites(
         (name, densities(other))
         for name, other in _probe_traces(model, model_args, model_kwargs, values, changes)
     ]
-    gates = checks.gated_sites(densities(model_trace), perturbed)
+    gates = diagnosis.gated_sites(densities(model_trace), perturbed)
     if gates:
         moves = (
             "Gibbs([(nx.PairedGibbs(model, pairs={pairs}), {sites}), (NUTS(model), None)]) "
             "or nx.PairedNUTS(model, pairs={pairs})"
         )
         otherwise = "Or sum the discrete site out with nx.MarginalNUTS."
-        warnings.warn(checks.gated_sites_message(owner, gates, moves, otherwise), stacklevel=2)
+        warnings.warn(diagnosis.gated_sites_message(owner, gates, moves, otherwise), stacklevel=2)
     return gates

@@ -29,7 +29,7 @@ from numpyro.infer.gibbs import conditioned, prototype_trace, with_conditioning
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity, is_prng_key
 
-from discrete_kernels import ChainState, ControlFlow, NoiseShapes, Sampler, StepNoise
+from discrete_kernels import ChainState, ControlFlow, NoiseShapes, Sampler, StepNoise, diagnosis
 from discrete_kernels import gradient_check as gc
 from discrete_kernels import validation as checks
 from discrete_kernels.kernel import bind_sampler, take_step
@@ -121,23 +121,23 @@ def frozen_chain_check(
     sites: Any,
     vectorized: bool,
     replicated: Any = None,
-    causes: str = checks.DISCRETE_NO_MOVE_CAUSES,
+    causes: str = diagnosis.DISCRETE_NO_MOVE_CAUSES,
 ) -> Any:
     """``new`` (a state with ``num_moves`` and ``moves_at_half_warmup``) after draw ``index``,
     with the moves at half of the warmup recorded; at the end of warmup a warning for each
     chain that made no move since then (read on the host by a callback)."""
-    if num_warmup < checks.MIN_WARMUP_FOR_FROZEN_CHECK:
+    if num_warmup < diagnosis.MIN_WARMUP_FOR_FROZEN_CHECK:
         return new
 
     def warn(num_moves):
         frozen = [int(c) for c in np.flatnonzero(np.ravel(np.asarray(num_moves)) == 0)]
         if frozen:
             chains = frozen if vectorized else None
-            message = checks.no_move_message(owner, sites, num_warmup, chains, causes)
+            message = diagnosis.no_move_message(owner, sites, num_warmup, chains, causes)
             warnings.warn(message, stacklevel=1)
 
     at_half = jnp.where(
-        index + 1 == checks.frozen_check_start(num_warmup),
+        index + 1 == diagnosis.frozen_check_start(num_warmup),
         new.num_moves,
         new.moves_at_half_warmup,
     )
@@ -314,7 +314,7 @@ class DiscreteKernel(MCMCKernel):
             )
         setup = self._site_setup(setup_key, setup_params, model_args, setup_kwargs)
         self._setup = setup
-        enough = self._num_warmup >= checks.MIN_WARMUP_FOR_FROZEN_CHECK
+        enough = self._num_warmup >= diagnosis.MIN_WARMUP_FOR_FROZEN_CHECK
         self._check = setup.warmup_check if enough else None
         batch_shape = tuple(jnp.shape(rng_key)[:1]) if vectorized else ()
         init_params = check_init_params(setup, init_params, batch_shape)

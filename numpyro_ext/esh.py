@@ -17,7 +17,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import _transforms_from_trace, initialize_model, transform_fn
 from numpyro.util import identity, is_prng_key
 
-from discrete_kernels import NoiseShapes, StepNoise
+from discrete_kernels import NoiseShapes, StepNoise, diagnosis
 from discrete_kernels import validation as checks
 from discrete_kernels.kernel import kernel_signature, split_options
 from discrete_kernels.samplers import esh_dynamics as esh
@@ -297,7 +297,7 @@ class ESH(MCMCKernel):
                 self._site_names(state.z),
                 vectorized,
                 replicated,
-                checks.ESH_NO_MOVE_CAUSES,
+                diagnosis.ESH_NO_MOVE_CAUSES,
             )
 
         return sample_fn

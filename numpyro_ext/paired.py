@@ -25,7 +25,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import log_density
 from numpyro.util import identity, is_prng_key
 
-from discrete_kernels import validation as checks
+from discrete_kernels import diagnosis
 from discrete_kernels.metropolis import (
     accept_probability,
 )
@@ -247,7 +247,7 @@ def warn_frozen(owner: str, names: set[str], end: Any) -> None:
 def frozen_check(owner: str, names: set[str], step: jax.Array, moves: jax.Array, end: int) -> None:
     """Warn (on the host, once) where a chain reaches the end of warmup (``step == end``)
     without an accepted paired move in its second half (``moves == 0``)."""
-    if end >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
+    if end >= diagnosis.MIN_WARMUP_FOR_FROZEN_CHECK:
         fire = jnp.any((step == end) & (moves == 0))
         callback_when(fire, warn_frozen, owner, names, end)
 

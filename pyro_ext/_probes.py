@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from pyro.poutine.util import site_is_subsample
 
-from discrete_kernels import validation as checks
+from discrete_kernels import diagnosis
 
 from ._target import LeafSpec, fork_rng, integer_bounds, trace_model
 
@@ -82,7 +82,7 @@ def check_fixed_supports(
     """Refuse sites whose integer support moves with another site's value (the model is
     traced once per other site and alternative value: two fresh draws and its interval's
     ends)."""
-    base = checks.movable_supports(
+    base = diagnosis.movable_supports(
         [(s.name, s.domain) for s in leaves],
         lambda name: integer_bounds(model_trace.nodes[name]),
     )
@@ -99,7 +99,7 @@ def check_fixed_supports(
             except Exception:  # a site the changed value removes: nothing learned
                 continue
             perturbed.append((changed, bounds))
-    checks.check_fixed_supports(base, perturbed)
+    diagnosis.check_fixed_supports(base, perturbed)
 
 
 def warn_gated_sites(
@@ -144,7 +144,7 @@ def warn_gated_sites(
             for name, other in _probe_traces(model, args, kwargs, values, changes)
         ]
         base = densities(model_trace)
-    gates = checks.gated_sites(base, perturbed)
+    gates = diagnosis.gated_sites(base, perturbed)
     if gates:
         moves = "px.Gibbs([(px.PairedGibbs(model, pairs={pairs}), {sites}), (NUTS(model), None)])"
-        warnings.warn(checks.gated_sites_message(owner, gates, moves), stacklevel=2)
+        warnings.warn(diagnosis.gated_sites_message(owner, gates, moves), stacklevel=2)

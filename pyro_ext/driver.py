@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import torch
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
-from discrete_kernels import PYTHON_CONTROL, ChainState, NoiseShapes, Sampler, StepNoise
+from discrete_kernels import PYTHON_CONTROL, ChainState, NoiseShapes, Sampler, StepNoise, diagnosis
 from discrete_kernels import validation as checks
 from discrete_kernels.kernel import bind_sampler
 from discrete_kernels.sites import kernel_options
@@ -196,7 +196,7 @@ class DiscreteKernel(MCMCKernel):
             and self._site_options.auto_exact
             and self._spec.auto_exact
             and self._spec.uses_locals
-            and self._warmup_steps >= checks.MIN_WARMUP_FOR_FROZEN_CHECK
+            and self._warmup_steps >= diagnosis.MIN_WARMUP_FOR_FROZEN_CHECK
             and not setup.minibatch  # the check compares log densities
         )
         check = WarmupCheck(self._name, setup.leaves, setup.chain, self._warmup_steps)
@@ -316,12 +316,12 @@ class DiscreteKernel(MCMCKernel):
         values = {name: getattr(info, name) for name in spec.statistics}
         values["lp"] = state.log_density
         self._step_record.append(values, setup.like)
-        if self._t == self._warmup_steps >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
-            start = checks.frozen_check_start(self._warmup_steps)
+        if self._t == self._warmup_steps >= diagnosis.MIN_WARMUP_FOR_FROZEN_CHECK:
+            start = diagnosis.frozen_check_start(self._warmup_steps)
             accepted = self._step_record.columns(start, self._warmup_steps)["accepted"]
             if not bool(accepted.any()):  # read once, at the end of warmup
                 warnings.warn(
-                    checks.no_move_message(self._name, setup.names, self._t), stacklevel=2
+                    diagnosis.no_move_message(self._name, setup.names, self._t), stacklevel=2
                 )
         self._state = state
         returned = {

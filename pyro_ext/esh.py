@@ -13,7 +13,7 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 from pyro.infer.mcmc.util import initialize_model
 from pyro.ops.integrator import potential_grad
 
-from discrete_kernels import PYTHON_CONTROL, NoiseShapes, StepNoise
+from discrete_kernels import PYTHON_CONTROL, NoiseShapes, StepNoise, diagnosis
 from discrete_kernels import validation as checks
 from discrete_kernels.kernel import kernel_signature, split_options
 from discrete_kernels.samplers.esh import ESH as ESHSampler
@@ -181,12 +181,12 @@ class ESH(MCMCKernel):
         )
         self._cached = chain
         self._step_record.append({**info._asdict(), "lp": chain.log_density}, flat)
-        if index + 1 == self._warmup_steps >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
-            start = checks.frozen_check_start(self._warmup_steps)
+        if index + 1 == self._warmup_steps >= diagnosis.MIN_WARMUP_FOR_FROZEN_CHECK:
+            start = diagnosis.frozen_check_start(self._warmup_steps)
             moved = self._step_record.columns(start, self._warmup_steps)["moved"]
             if not bool(moved.any()):  # read once, at the end of warmup
-                message = checks.no_move_message(
-                    "ESH", self._names, self._warmup_steps, causes=checks.ESH_NO_MOVE_CAUSES
+                message = diagnosis.no_move_message(
+                    "ESH", self._names, self._warmup_steps, causes=diagnosis.ESH_NO_MOVE_CAUSES
                 )
                 warnings.warn(message, stacklevel=2)
         returned = self._unflatten(chain.x, shapes)

@@ -17,6 +17,7 @@ import torch
 from pyro.distributions import constraints
 from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
+from discrete_kernels import diagnosis
 from discrete_kernels import validation as checks
 from discrete_kernels.metropolis import (
     accept_probability,
@@ -134,8 +135,8 @@ class PairedGibbs(MCMCKernel):
         index = len(self._step_record)
         stats = {"accept_prob": total_accept / count, "moves": moves, "lp": current}
         self._step_record.append(stats, current)
-        if index + 1 == self._warmup_steps >= checks.MIN_WARMUP_FOR_FROZEN_CHECK:
-            start = checks.frozen_check_start(self._warmup_steps)
+        if index + 1 == self._warmup_steps >= diagnosis.MIN_WARMUP_FOR_FROZEN_CHECK:
+            start = diagnosis.frozen_check_start(self._warmup_steps)
             warmup_moves = self._step_record.columns(start, self._warmup_steps)["moves"]
             if not bool(warmup_moves.any()):  # read once, at the end of warmup
                 message = frozen_pairs_message("PairedGibbs", self._names(), self._warmup_steps)

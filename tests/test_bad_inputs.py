@@ -979,12 +979,12 @@ def test_pyro_start_given_by_the_user_is_still_named_as_given():
 
 
 def test_memory_limits_are_named_constants():
-    from discrete_kernels import kernel, sites, validation
+    from discrete_kernels import kernel, sites, tables
     from discrete_kernels.samplers import ab, esh
 
     assert kernel.SINGLE_SITE_TABLE_MODE == sites.EXACT
-    assert validation.exact_table_bytes(10**5, 2) > validation.MAX_EXACT_TABLE_BYTES
-    assert validation.exact_table_bytes(30_000, 2) <= validation.MAX_EXACT_TABLE_BYTES
+    assert tables.exact_table_bytes(10**5, 2) > tables.MAX_EXACT_TABLE_BYTES
+    assert tables.exact_table_bytes(30_000, 2) <= tables.MAX_EXACT_TABLE_BYTES
     assert ab.quadratic_bytes(ab.max_quadratic_dim()) <= ab.MAX_QUADRATIC_BYTES
     assert ab.quadratic_bytes(ab.max_quadratic_dim() + 1) > ab.MAX_QUADRATIC_BYTES
     assert esh.MAX_TRAJECTORY_STEPS == 2**20
