@@ -106,10 +106,18 @@ class LocalFnByLeaf:
     (:class:`~discrete_kernels.samplers.plate_gibbs.PlateGibbs`) reads only the next leaf's
     table between two draws, and computing every leaf's after each draw costs ``L`` times as
     much for ``L`` leaves. Under ``jit`` the compiler drops the unread tables itself, so the
-    NumPyro adapter passes a plain function."""
+    NumPyro adapter passes a plain function.
+
+    ``colour_local(leaves, j, c) -> (f, locals)``, where given, computes only the rows of
+    colour ``c`` of a coloured leaf ``j``'s table (entry ``j``; its other rows uniform, the
+    others None): the draw of colour ``c`` reads those rows alone, and the whole table costs
+    ``C`` evaluations per value where one colour's costs one (a sweep ``C x S`` evaluations
+    instead of ``C^2 x S``). The rows of one colour cannot be separated under ``jit`` either
+    (one scatter sums every colour's terms), but the NumPyro adapter does not pass one yet."""
 
     local_fn: LocalFn
     leaf_local: Callable[[tuple, int], tuple]
+    colour_local: Callable[[tuple, int, int], tuple] | None = None
 
     def __call__(self, leaves: tuple) -> tuple:
         return self.local_fn(leaves)
@@ -436,6 +444,12 @@ class Sampler:
         """The chain at leaves ``x`` with its log density and locals."""
         f, local = local_fn(x)
         return ChainState(tuple(x), f, tuple(local))
+
+    def init_for_step(self, x: tuple, local_fn: LocalFn) -> ChainState:
+        """The chain at leaves ``x`` as the next :meth:`step` needs it: :meth:`init`, unless
+        the sampler's step computes locals it finds None itself (then it may leave them
+        None; a driver reads them only through :meth:`init`)."""
+        return self.init(x, local_fn)
 
     def adapt_init(
         self, like: Array, num_warmup: int, sites: Sites, flat_dim: int, control: ControlFlow

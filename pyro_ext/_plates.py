@@ -200,11 +200,13 @@ def coloured_terms_fn(
     colours: np.ndarray,
     owners: np.ndarray,
     to_values: Callable[[tuple], Values],
-) -> Callable[[tuple, int], torch.Tensor]:
-    """``(leaves, v) -> g`` of coloured leaf ``j``, shape of the leaf: for each colour, the
-    terms with that colour's coordinates set to ``v`` summed by their owner (a term depends on
-    at most one coordinate of a colour: :func:`discrete_kernels.colouring.term_owners`), so
-    coordinate ``i`` gets the terms it owns at ``x_i = v``. One evaluation per colour.
+) -> Callable[[tuple, int, int | None], torch.Tensor]:
+    """``(leaves, v, colour) -> g`` of coloured leaf ``j``, shape of the leaf: for each colour,
+    the terms with that colour's coordinates set to ``v`` summed by their owner (a term
+    depends on at most one coordinate of a colour:
+    :func:`discrete_kernels.colouring.term_owners`), so coordinate ``i`` gets the terms it
+    owns at ``x_i = v``. One evaluation per colour; with ``colour`` (not None) that colour's
+    alone, the other coordinates' entries 0.
 
     ``colours``: integer array of the leaf's shape; ``owners``: shape (C, E), ``N`` where a
     term has no owner of that colour.
@@ -212,7 +214,7 @@ def coloured_terms_fn(
     size = int(colours.size)
     on_device: dict = {}  # the colours and owners as tensors, per device
 
-    def terms(leaves: tuple, value: int) -> torch.Tensor:
+    def terms(leaves: tuple, value: int, only: int | None = None) -> torch.Tensor:
         x = leaves[j]
         if x.device not in on_device:
             on_device[x.device] = (
@@ -222,7 +224,7 @@ def coloured_terms_fn(
         flat_colours, owner_rows = on_device[x.device]
         flat = x.reshape(-1)
         total: torch.Tensor | None = None
-        for colour in range(owner_rows.shape[0]):
+        for colour in range(owner_rows.shape[0]) if only is None else [only]:
             changed = torch.where(flat_colours == colour, torch.full_like(flat, value), flat)
             leaves_c = leaves[:j] + (changed.reshape(x.shape),) + leaves[j + 1 :]
             evaluated = all_terms(to_values(leaves_c))

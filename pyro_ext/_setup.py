@@ -127,7 +127,13 @@ class SiteSetup:
         # eager: one leaf's table when one is read, and none after a sweep's last draw
         tables = any(spec.mode in (PLATE, EXACT) for spec in self.leaves)
         if with_locals and (len(self.leaves) > 1 or tables):
-            return LocalFnByLeaf(local_fn, lambda leaves, j: local_fn(leaves, only=j))
+            # a colour's draw reads its rows alone: one evaluation per value, not one per colour
+            coloured = any(s.mode == PLATE and s.colours is not None for s in self.leaves)
+            return LocalFnByLeaf(
+                local_fn,
+                lambda leaves, j: local_fn(leaves, only=j),
+                (lambda leaves, j, c: local_fn(leaves, only=j, colour=c)) if coloured else None,
+            )
         return local_fn
 
     def to_leaves(self, params: dict) -> tuple:

@@ -288,8 +288,11 @@ def make_local_fn(
     differentiated = [j for j, spec in enumerate(specs) if spec.mode in differentiable]
     tabulated = any(spec.mode in (PLATE, EXACT) for spec in specs)
 
-    def local_fn(leaves: tuple, only: int | None = None) -> tuple[torch.Tensor, tuple]:
-        """``(f, locals)``; with ``only``, leaf ``only``'s local alone (the others None)."""
+    def local_fn(
+        leaves: tuple, only: int | None = None, colour: int | None = None
+    ) -> tuple[torch.Tensor, tuple]:
+        """``(f, locals)``; with ``only``, leaf ``only``'s local alone (the others None), and
+        with ``colour`` too, only that colour's rows of a coloured plate leaf's table."""
         diff = {}
         for j in differentiated if only is None else [j for j in differentiated if j == only]:
             spec, x = specs[j], leaves[j]
@@ -326,7 +329,9 @@ def make_local_fn(
                 if only is not None and j != only:
                     continue
                 if spec.mode == PLATE and spec.colours is not None:
-                    locals_[j] = coloured_plate_table(f, leaves, j, spec.domain, element_terms[j])
+                    locals_[j] = coloured_plate_table(
+                        f, leaves, j, spec.domain, element_terms[j], colour
+                    )
                 elif spec.mode == PLATE:
                     locals_[j] = plate_table(
                         f,
@@ -359,15 +364,19 @@ def coloured_plate_table(
     leaves: tuple,
     j: int,
     domain: Domain,
-    coloured_terms: Callable[[tuple, int], torch.Tensor],
+    coloured_terms: Callable[[tuple, int, int | None], torch.Tensor],
+    colour: int | None = None,
 ) -> torch.Tensor:
     """The exact single-site table of coloured leaf ``j`` (shape (n..., S)): for each value,
-    its terms summed by owner colour by colour (``coloured_terms(leaves, v)``, C evaluations:
-    :func:`pyro_ext._plates.coloured_terms_fn`), completed by the log density ``f``."""
+    its terms summed by owner colour by colour (``coloured_terms(leaves, v, colour)``, C
+    evaluations: :func:`pyro_ext._plates.coloured_terms_fn`), completed by the log density
+    ``f``. With ``colour``, that colour's rows alone (one evaluation per value; the other
+    rows are uniform, ``f`` at every value: a draw of ``colour`` does not read them)."""
     x = leaves[j]
     domain = as_finite(domain)
     values = range(domain.low, domain.low + domain.num_values)  # S: small
-    stacked = torch.stack([coloured_terms(leaves, v) for v in values], dim=-1).to(f.dtype)
+    stacked = torch.stack([coloured_terms(leaves, v, colour) for v in values], dim=-1)
+    stacked = stacked.to(f.dtype)
     return table_from_element_terms(f.detach(), stacked, x, domain)
 
 

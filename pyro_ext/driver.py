@@ -293,9 +293,12 @@ class DiscreteKernel(MCMCKernel):
             params[name] is not self._returned[name] for name in setup.names
         ):
             # new conditioning or values set from outside: rebuild the cache
-            state = spec.init(setup.to_leaves(params), self._local_fn())
-        elif self._check is not None and any(local is None for local in state.local):
-            state = spec.init(state.x, self._local_fn())  # a sweep left its tables unread
+            state = spec.init_for_step(setup.to_leaves(params), self._local_fn())
+        checking = self._check is not None and self._t < self._warmup_steps
+        if checking and any(local is None for local in state.local):
+            # the check reads every local: a sweep, or a lazy init, left them unread
+            f, local = self._local_fn()(state.x)
+            state = ChainState(state.x, f, tuple(local))
         if self._check is not None and self._t < self._warmup_steps:
             if self._check.due(self._t):
                 leaves = self._check.check(self._t, setup, state)

@@ -100,11 +100,13 @@ def plate_gibbs_step(
     """
     chains = [False] * len(domains) if chains is None else chains
     check_step_arguments("plate_gibbs_step", state.x, uniforms[: len(domains)], None)
+    colourings = [None] * len(domains) if colourings is None else colourings
     if any(local is None for local in state.local):  # the last sweep left them unread
-        f, local = local_fn(state.x)
+        # what the first draw reads: leaf 0's table (or its first colour's rows)
+        need = _need_of_leaf(local_fn, 0, colourings, chains)
+        f, local = _evaluate(local_fn, state.x, need)
         state = ChainState(state.x, f, tuple(local))
     chain = state
-    colourings = [None] * len(domains) if colourings is None else colourings
     accept_prob = None
     for j, (domain, u, colours) in enumerate(zip(domains, uniforms, colourings)):
         x = chain.x[j]
@@ -126,7 +128,8 @@ def plate_gibbs_step(
         draw = partial(draw, local_fn=local_fn)
         if num_colours <= UNROLLED_COLOURS:
             for colour in range(num_colours):
-                chain = draw(chain, colour, needed=_needed_next(local_fn, j, colour, colourings))
+                need = _needed_next(local_fn, j, colour, colourings, chains)
+                chain = draw(chain, colour, needed=need)
         else:  # one coordinate at a time, say: a loop, not a program per colour
             first = xp.asarray(0, device=_device(x))
             chain = control.loop(num_colours, partial(_next_colour, draw=draw), (first, chain))[1]
@@ -146,37 +149,74 @@ def _draw_colour(
     uniforms: Array,
     colour_of: Array | None,
     local_fn: LocalFn,
-    needed: int | None = None,
+    needed: Need = None,
 ) -> ChainState:
     """Leaf ``j``'s coordinates of ``colour`` drawn from their rows of its table (all of them
-    where ``colour_of`` is None: a plate), and the tables recomputed: every leaf's, or only
-    leaf ``needed``'s (:class:`~discrete_kernels.LocalFnByLeaf`; the others None, and all of
-    them after the sweep's last draw, until the next step reads them)."""
+    where ``colour_of`` is None: a plate), and the tables recomputed: what ``needed`` names
+    (:func:`_evaluate`)."""
     x = chain.x[j]
     xp = array_namespace(x)
     value = xp.astype(categorical_from_uniform(chain.local[j], uniforms) + domain.low, x.dtype)
     if colour_of is not None:  # only this colour's rows are conditionals now
         value = xp.where(colour_of == colour, value, x)
     leaves = chain.x[:j] + (value,) + chain.x[j + 1 :]
-    if needed is None:
-        f, local = local_fn(leaves)
-    else:
-        assert isinstance(local_fn, LocalFnByLeaf)
-        f, local = local_fn.leaf_local(leaves, needed)
+    f, local = _evaluate(local_fn, leaves, needed)
     return ChainState(leaves, f, tuple(local))
 
 
-def _needed_next(local_fn: LocalFn, j: int, colour: int, colourings: Sequence[Any]) -> int | None:
-    """Which leaf's table the draw after colour ``colour`` of leaf ``j`` reads: leaf ``j``'s
-    while it has colours left, then leaf ``j + 1``'s; after the last leaf none
-    (:data:`~discrete_kernels.kernel.LOG_DENSITY_ONLY`: the next step computes the tables
-    where it reads them); None (every leaf's) where ``local_fn`` evaluates all leaves at once."""
+#: what a draw reads of the tables (:func:`_needed_next`): None, every leaf's table; a leaf's
+#: index, that leaf's (:data:`~discrete_kernels.kernel.LOG_DENSITY_ONLY`: none); a pair
+#: ``(leaf, colour)``, that colour's rows of the leaf's table
+Need = int | tuple[int, int] | None
+
+
+def _evaluate(local_fn: LocalFn, leaves: tuple, need: Need) -> tuple:
+    """``(f, locals)`` at ``leaves`` with the tables ``need`` names (the others None)."""
+    if need is None:
+        return local_fn(leaves)
+    assert isinstance(local_fn, LocalFnByLeaf)
+    if isinstance(need, tuple):
+        assert local_fn.colour_local is not None
+        return local_fn.colour_local(leaves, *need)
+    return local_fn.leaf_local(leaves, need)
+
+
+def _needed_next(
+    local_fn: LocalFn, j: int, colour: int, colourings: Sequence[Any], chains: Sequence[bool]
+) -> Need:
+    """What the draw after colour ``colour`` of leaf ``j`` reads: leaf ``j``'s next colour
+    while it has colours left, then what leaf ``j + 1``'s first draw reads; after the last
+    leaf nothing (:data:`~discrete_kernels.kernel.LOG_DENSITY_ONLY`: the next step computes
+    the tables where it reads them); None (every table) where ``local_fn`` evaluates all
+    leaves at once."""
     if not isinstance(local_fn, LocalFnByLeaf):
         return None
     colours = colourings[j]
     if colours is not None and colour + 1 < int(colours.max()) + 1:
-        return j
-    return j + 1 if j + 1 < len(colourings) else LOG_DENSITY_ONLY
+        return (j, colour + 1) if local_fn.colour_local is not None else j
+    if j + 1 < len(colourings):
+        return _need_of_leaf(local_fn, j + 1, colourings, chains)
+    return LOG_DENSITY_ONLY
+
+
+def _need_of_leaf(
+    local_fn: LocalFn, j: int, colourings: Sequence[Any], chains: Sequence[bool]
+) -> Need:
+    """What leaf ``j``'s first draw reads: its first colour's rows where it is drawn colour
+    by colour in the unrolled sweep and ``local_fn`` computes one colour's rows
+    (:attr:`~discrete_kernels.LocalFnByLeaf.colour_local`), else its whole table (a chain's
+    pair table, a plate's table, a sweep by rows or in a loop); None where ``local_fn``
+    evaluates all leaves at once."""
+    if not isinstance(local_fn, LocalFnByLeaf):
+        return None
+    colours = colourings[j]
+    by_colour = (
+        local_fn.colour_local is not None
+        and not chains[j]
+        and colours is not None
+        and 1 < int(colours.max()) + 1 <= UNROLLED_COLOURS
+    )
+    return (j, 0) if by_colour else j
 
 
 def _sweep_by_rows(
@@ -245,6 +285,7 @@ def _chain_move(
 
 
 #: most colours of one site PlateGibbs takes: a sweep costs ``C^2 x S`` evaluations per site
+#: in NumPyro (``C x S`` in Pyro, whose draws read one colour's rows at a time)
 #: (``C x N x S`` for a site coloured from its single-site tables)
 MAX_COLOURS = 16
 
@@ -258,8 +299,10 @@ class PlateGibbs(Sampler):
     the coordinates of one colour at once.
 
     A step costs ``S`` vectorised evaluations of the model per plate site (``S`` values), and
-    ``C^2 x S`` for a site of ``C`` colours (two for a chain or a 4-neighbour lattice), not
-    ``N x S`` as a one-coordinate-at-a-time sweep does. At setup the drivers read each site's
+    ``C^2 x S`` for a site of ``C`` colours (two for a chain or a 4-neighbour lattice; ``C x S``
+    in Pyro, where each colour's draw evaluates its own rows alone,
+    :attr:`~discrete_kernels.LocalFnByLeaf.colour_local`), not ``N x S`` as a
+    one-coordinate-at-a-time sweep does. At setup the drivers read each site's
     plates from the model's trace; for a site that is not a plate they find which terms each
     coordinate changes and colour the coordinates so that no term depends on two of one colour
     (greedily, in row-major order: even/odd for a chain, a checkerboard for a lattice); both
@@ -354,6 +397,16 @@ class PlateGibbs(Sampler):
         chains = sum(sites.is_chain(j) for j in range(len(shapes)))
         # a chain's draw ends in an MH decision (:func:`_chain_move`): one uniform each
         return NoiseShapes(shapes + (((chains,),) if chains else ()))
+
+    def init_for_step(self, x: tuple, local_fn: LocalFn) -> ChainState:
+        """With a :class:`~discrete_kernels.LocalFnByLeaf` (an eager adapter) the tables are
+        left None: the step computes what its first draw reads (a ``Gibbs`` block starts
+        every step from new conditioning, where every table would be computed for one to be
+        read)."""
+        if isinstance(local_fn, LocalFnByLeaf):
+            f, local = local_fn.leaf_local(x, LOG_DENSITY_ONLY)
+            return ChainState(tuple(x), f, tuple(local))
+        return self.init(x, local_fn)
 
     def adapt_init(self, like, num_warmup, sites, flat_dim, control: ControlFlow) -> Any:
         return ()

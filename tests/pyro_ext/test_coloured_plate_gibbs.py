@@ -250,3 +250,58 @@ def test_term_dependence_moves_each_coordinate_to_every_other_value():
     )
     # terms: the two prior terms, then the agreement
     np.testing.assert_array_equal(dependence, [[True, False, True], [False, True, True]])
+
+
+def test_a_colour_draw_reads_that_colours_rows_alone_and_draws_the_same():
+    """Between two colour draws the sweep evaluates only the next colour's rows of the table
+    (``LocalFnByLeaf.colour_local``: one trace per value instead of one per colour and value)
+    and after its last draw only the log density: on the same noise, the same draws and log
+    density as evaluating the whole table after each draw, and the tables the next step
+    computes are those. Power: rows of the wrong colour change the draws."""
+    calls = [0]
+
+    def counted():
+        calls[0] += 1
+        chain_model()
+
+    kernel = px.PlateGibbs(counted)
+    pyro.set_rng_seed(0)
+    kernel.setup(0)
+    setup, spec = kernel._setup, kernel.spec
+    colours = setup.sites.colouring(0)
+    np.testing.assert_array_equal(colours, [0, 1, 0, 1, 0])
+    by_colour = setup.local_fn()
+    assert isinstance(by_colour, dk.LocalFnByLeaf) and by_colour.colour_local is not None
+    every = by_colour.local_fn
+    wrong = dk.LocalFnByLeaf(
+        every, by_colour.leaf_local, lambda ys, j, c: by_colour.colour_local(ys, j, 1 - c)
+    )
+    params = spec.parameters(kernel.adapt_state)
+    state = spec.init(setup.to_leaves(kernel.initial_params), every)
+    num_values = num_colours = 2
+    moved = differs = 0
+    for _ in range(30):
+        shapes = spec.noise_shapes(setup.sites, [tuple(x.shape) for x in state.x])
+        noise = px.driver.draw_noise(shapes, setup.like)
+        counts, steps = [], []
+        for local_fn in (by_colour, every, wrong):
+            calls[0] = 0
+            steps.append(spec.step(state, noise, params, kernel.adapt_state, setup.sites, local_fn))
+            counts.append(calls[0])
+        (a, _), (b, _), (c, _) = steps
+        # a table of every colour: one trace per colour and value, and the log density
+        whole = 1 + num_colours * num_values
+        lazy = any(local is None for local in state.local)
+        assert counts[:2] == [
+            (1 + num_values if lazy else 0) + (1 + num_values) + 1,
+            (whole if lazy else 0) + num_colours * whole,
+        ]
+        assert torch.equal(a.x[0], b.x[0]) and torch.equal(a.log_density, b.log_density)
+        assert all(local is None for local in a.local)  # computed where the next step reads them
+        f, tables = every(a.x)
+        assert torch.equal(f, a.log_density) and torch.equal(tables[0], b.local[0])
+        moved += int((a.x[0] != state.x[0]).sum())
+        differs += int(not torch.equal(c.x[0], a.x[0]))
+        state = a
+    assert moved > 10  # the draws move: the comparison is not of unchanged states
+    assert differs > 5
