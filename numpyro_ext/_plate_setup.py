@@ -1,5 +1,6 @@
 """Which discrete sites of a NumPyro model a kernel updates plate by plate, colour by colour
-or as a chain, decided once at setup (:func:`plate_leaves`).
+or as a chain, decided once at setup (:func:`plate_leaves`), and the plates of a model whose
+every coordinate takes its own MH decision (:func:`per_coordinate_dims`).
 
 A site in plates whose terms are all indexed by its plates is a plate site (checked against
 single-site changes); a site whose coordinates interact locally is coloured from the terms
@@ -40,6 +41,7 @@ from discrete_kernels.colouring import (
     term_owners,
     term_probe_refusal,
 )
+from discrete_kernels.coordinatewise import per_coordinate_error, per_coordinate_refusal
 from discrete_kernels.domains import coordinate_bounds
 from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
 
@@ -47,9 +49,11 @@ from ._plates import (
     all_terms_fn,
     element_terms_interactions,
     outside_plate_dependents,
+    own_terms_fn,
     probe_tables,
     term_dependence,
     terms_computed_from,
+    verify_per_coordinate,
     verify_plate_table,
 )
 from ._prior_trace import prior_trace
@@ -444,3 +448,52 @@ def _table_colouring(
     num_colours = int(colours.max()) + 1
     chain = num_colours > 1 and is_chain_graph(graph) and draws_chain(size, num_values, num_colours)
     return colours.reshape(shape), "", True, chain
+
+
+def per_coordinate_dims(
+    owner: str,
+    setup: SiteSetup,
+    leaves: tuple[LeafSpec, ...],
+    structural: dict,
+    model: Callable,
+    model_args: tuple,
+    model_kwargs: dict,
+) -> dict:
+    """Every leaf's ``{plate name: dim}`` when all of the model's discrete coordinates are
+    conditionally independent given its other sites (``per_coordinate_mh=True``): every site
+    a gradient site whose dimensions are plates, verified at two prior draws
+    (:func:`numpyro_ext._plates.verify_per_coordinate`); else a ``ValueError`` naming the
+    site and the reason."""
+
+    if setup.enum:
+        raise per_coordinate_error(owner, "the model enumerates sites")
+    reason = per_coordinate_refusal(leaves, structural)
+    if reason is not None:
+        raise per_coordinate_error(owner, reason)
+    dims = {spec.name: structural[spec.name][0] for spec in leaves}
+    points = [
+        tuple(jnp.asarray(draw[n]["value"], setup.site_dtypes[n]) for n in setup.names)
+        for draw in (
+            prior_trace(model, random.key(seed), model_args, model_kwargs) for seed in (0, 1)
+        )
+    ]
+    names = setup.names
+    assert setup.prepared_model is not None  # setup_potential refuses per_coordinate_mh
+    reason = verify_per_coordinate(
+        names,
+        [s.domain for s in leaves],
+        points,
+        setup.log_density_fn(model_args, model_kwargs),
+        setup.local_fn(model_args, model_kwargs),
+        own_terms_fn(
+            setup.prepared_model,
+            names,
+            [dims[n] for n in names],
+            setup.leaf_shapes,
+            model_args,
+            model_kwargs,
+        ),
+    )
+    if reason is not None:
+        raise per_coordinate_error(owner, reason)
+    return dims

@@ -16,7 +16,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import random
 from numpyro.handlers import seed
 from numpyro.infer.gibbs import GIBBS_SITES_KWARG, conditioned, with_conditioning
@@ -28,14 +27,10 @@ from discrete_kernels import validation as checks
 from discrete_kernels.chains import (
     ChainTerms,
 )
-from discrete_kernels.coordinatewise import per_coordinate_error, per_coordinate_refusal
-from discrete_kernels.domains import is_windowed
-from discrete_kernels.gradient_check import first_order_error_at
 from discrete_kernels.sites import SiteOptions, check_preconditioners
-from discrete_kernels.tables import substitutions_at
 
-from ._once import jit_once, run_once
-from ._plate_setup import plate_leaves, terms_colouring
+from ._auto_exact import check_gradient_sites
+from ._plate_setup import per_coordinate_dims, plate_leaves
 from ._plates import (
     all_terms_fn,
     chain_terms_fn,
@@ -43,14 +38,12 @@ from ._plates import (
     element_terms_fn,
     own_terms_fn,
     plate_dims,
-    verify_per_coordinate,
 )
 from ._prior_trace import prior_trace
 from ._probes import check_fixed_supports, warn_gated_sites
 from ._target import (
     CHAIN,
     EXACT,
-    GRADIENT,
     ONE_HOT_GRADIENT,
     LeafSpec,
     coordinate_row_fn,
@@ -413,7 +406,7 @@ def setup_model(
         decided = decisions.get(key)
         if decided is None:
             plate_sites = {name for name, (_, reason) in structural.items() if reason is None}
-            decided = _switch_badly_estimated_sites(
+            decided = check_gradient_sites(
                 owner, setup, model, model_trace, model_args, model_kwargs, plate_sites
             )
             decisions[key] = decided
@@ -446,7 +439,7 @@ def setup_model(
     if per_coordinate:
         coordinate_key = ("per coordinate", tuple(site_shapes.items()))
         if coordinate_key not in decisions:
-            decisions[coordinate_key] = _per_coordinate_dims(
+            decisions[coordinate_key] = per_coordinate_dims(
                 owner, setup, leaves, structural, model, model_args, model_kwargs
             )
         dims = decisions[coordinate_key]
@@ -484,193 +477,6 @@ def setup_model(
         warmup_check=check,
         minibatch=minibatch,
     )
-
-
-def _per_coordinate_dims(
-    owner: str,
-    setup: SiteSetup,
-    leaves: tuple[LeafSpec, ...],
-    structural: dict,
-    model: Callable,
-    model_args: tuple,
-    model_kwargs: dict,
-) -> dict:
-    """Every leaf's ``{plate name: dim}`` when all of the model's discrete coordinates are
-    conditionally independent given its other sites (``per_coordinate_mh=True``): every site
-    a gradient site whose dimensions are plates, verified at two prior draws
-    (:func:`numpyro_ext._plates.verify_per_coordinate`); else a ``ValueError`` naming the
-    site and the reason."""
-
-    if setup.enum:
-        raise per_coordinate_error(owner, "the model enumerates sites")
-    reason = per_coordinate_refusal(leaves, structural)
-    if reason is not None:
-        raise per_coordinate_error(owner, reason)
-    dims = {spec.name: structural[spec.name][0] for spec in leaves}
-    points = [
-        tuple(jnp.asarray(draw[n]["value"], setup.site_dtypes[n]) for n in setup.names)
-        for draw in (
-            prior_trace(model, random.key(seed), model_args, model_kwargs) for seed in (0, 1)
-        )
-    ]
-    names = setup.names
-    assert setup.prepared_model is not None  # setup_potential refuses per_coordinate_mh
-    reason = verify_per_coordinate(
-        names,
-        [s.domain for s in leaves],
-        points,
-        setup.log_density_fn(model_args, model_kwargs),
-        setup.local_fn(model_args, model_kwargs),
-        own_terms_fn(
-            setup.prepared_model,
-            names,
-            [dims[n] for n in names],
-            setup.leaf_shapes,
-            model_args,
-            model_kwargs,
-        ),
-    )
-    if reason is not None:
-        raise per_coordinate_error(owner, reason)
-    return dims
-
-
-def _switch_badly_estimated_sites(
-    owner: str,
-    setup: SiteSetup,
-    model: Callable,
-    model_trace: dict,
-    model_args,
-    model_kwargs,
-    plate_sites: set | frozenset = frozenset(),
-) -> tuple[LeafSpec, ...]:
-    """``exact_sites="auto"``: at the start and a prior draw, compare each gradient site's
-    first-order local differences with exact ones on a few coordinates; a site whose gradient
-    proposal is badly wrong is switched to exact differences when that costs at most
-    ``AUTO_EXACT_BUDGET`` evaluations per step, and is warned about otherwise."""
-    specs = setup.leaves
-    leaves = tuple(jnp.asarray(model_trace[s.name]["value"]) for s in specs)
-    if any(isinstance(x, jax.core.Tracer) for x in leaves):
-        return specs  # traced start (parallel chains): no concrete values to judge by
-    log_density = setup.log_density_fn(model_args, model_kwargs)
-    names = setup.names
-    # a windowed (count) site has no table of all values to compare with: it keeps its gradient
-    gradient_sites = [
-        j for j, s in enumerate(specs) if s.mode == GRADIENT and not is_windowed(s.domain)
-    ]
-    if not gradient_sites:
-        return specs
-    chosen = {j: list(range(min(leaves[j].size, 16))) for j in gradient_sites}
-
-    def tables_at(points):
-        """Exact log densities at the substitutions of the chosen coordinates of every
-        gradient site, all points and sites in one batch: ``{j: (points, k_j * S_j)}``."""
-        batches = []
-        for j in gradient_sites:
-            domain = specs[j].domain
-            batch = jax.vmap(lambda x, d=domain, j=j: substitutions_at(d, x, chosen[j]))(points[j])
-            size = batch.shape[1]
-            full = tuple(  # (points, size, ...) for every leaf, site j substituted
-                batch if k == j else jnp.broadcast_to(y[:, None], (y.shape[0], size) + y.shape[1:])
-                for k, y in enumerate(points)
-            )
-            batches.append(tuple(jnp.reshape(y, (-1,) + y.shape[2:]) for y in full))
-        merged = tuple(jnp.concatenate(parts) for parts in zip(*batches))
-        values = jax.vmap(log_density)(merged)
-        out, start = {}, 0
-        for j in gradient_sites:
-            size = len(chosen[j]) * specs[j].domain.num_values
-            count = points[0].shape[0] * size
-            out[j] = jnp.reshape(values[start : start + count], (points[0].shape[0], size))
-            start += count
-        return out
-
-    # the start and a fresh prior draw of the block's sites, evaluated by one compiled
-    # program (eagerly, each operation of the model would be compiled on its own)
-    rows = [leaves]
-    for key in random.split(random.key(1000), site_rules.PRIOR_DRAWS):
-        draw = prior_trace(model, key, model_args, model_kwargs)
-        rows.append(tuple(jnp.asarray(draw[n]["value"], x.dtype) for n, x in zip(names, leaves)))
-    try:
-        tables_cost = sum(
-            math.prod(x.shape) * getattr(spec.domain, "num_values", 1)
-            for spec, x in zip(specs, leaves)
-            if spec.mode == EXACT
-        )
-        compiled_local_fn = jit_once(make_local_fn(log_density, specs), 1 + tables_cost)
-        evaluated = [compiled_local_fn(row) for row in rows]
-    except TypeError:  # some site is used as an index: find it, then check the rest
-
-        def colours_of(j: int) -> np.ndarray | None:
-            return terms_colouring(setup, j, specs[j], rows[:2], None, model_args, model_kwargs)[0]
-
-        switched = _switch_index_sites(owner, specs, leaves, log_density, plate_sites, colours_of)
-        if switched == specs:
-            return specs
-        again = setup.trial(switched)
-        return _switch_badly_estimated_sites(
-            owner, again, model, model_trace, model_args, model_kwargs, plate_sites
-        )
-    # stacked in NumPy: each eager JAX operation would compile a program of its own
-    points = tuple(np.stack([np.asarray(x) for x in parts]) for parts in zip(*rows))
-    f = np.stack([np.asarray(e[0]) for e in evaluated])
-    local = tuple(
-        np.stack([np.asarray(x) for x in parts]) for parts in zip(*[e[1] for e in evaluated])
-    )
-    tables = run_once(tables_at, points)
-    errors_by_point = []
-    for p in range(f.shape[0]):
-        errors: list[Any] = [None] * len(specs)
-        for j in gradient_sites:
-            errors[j] = first_order_error_at(
-                specs[j].domain,
-                np.asarray(points[j][p]),
-                np.asarray(local[j][p], np.float64),
-                chosen[j],
-                np.asarray(tables[j][p], np.float64).reshape(len(chosen[j]), -1) - float(f[p]),
-            )
-        errors_by_point.append(errors)
-    # a site in plates costs S evaluations of its terms per step, not N * S
-    sizes = [
-        1 if s.name in plate_sites else math.prod(shape)
-        for s, shape in zip(specs, setup.leaf_shapes)
-    ]
-    return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, sizes)
-
-
-def _switch_index_sites(
-    owner: str,
-    specs: tuple[LeafSpec, ...],
-    leaves: tuple,
-    log_density: Callable,
-    plate_sites: set | frozenset = frozenset(),
-    colours_of: Callable[[int], np.ndarray | None] | None = None,
-) -> tuple[LeafSpec, ...]:
-    """Gradient sites the log density cannot be differentiated in (values used as indices),
-    found one at a time with the others held exact (shapes only, nothing computed), switched
-    to exact differences."""
-    failing = []
-    for j, spec in enumerate(specs):
-        if spec.mode != GRADIENT or is_windowed(spec.domain):
-            continue
-        alone = [
-            s if k == j or s.mode != GRADIENT else LeafSpec(s.name, s.domain, EXACT)
-            for k, s in enumerate(specs)
-        ]
-        try:
-            jax.eval_shape(make_local_fn(log_density, alone), leaves)
-        except TypeError:
-            failing.append(j)
-    # a site in plates costs S evaluations of its terms per step, a coloured one C x S, not N x S
-    sizes = [
-        1 if s.name in plate_sites else int(np.prod(jnp.shape(x))) for s, x in zip(specs, leaves)
-    ]
-    for j in failing:
-        if sizes[j] * specs[j].domain.num_values > site_rules.AUTO_EXACT_BUDGET and colours_of:
-            colours = colours_of(j)
-            if colours is not None:
-                sizes[j] = int(colours.max()) + 1
-    return site_rules.switch_index_sites(owner, specs, failing, sizes)
 
 
 def check_init_params(setup: SiteSetup, init_params: Any, batch_shape: tuple) -> Any:

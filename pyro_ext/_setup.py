@@ -33,12 +33,10 @@ from discrete_kernels.coordinatewise import (
     per_coordinate_refusal,
     probe_states,
 )
-from discrete_kernels.domains import is_windowed
-from discrete_kernels.gradient_check import first_order_error_at
 from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
 from discrete_kernels.sites import SiteOptions, check_preconditioners
-from discrete_kernels.tables import substitutions_at
 
+from ._auto_exact import check_gradient_sites
 from ._diagnose import nonfinite_terms
 from ._jit import TracedFunction
 from ._plates import (
@@ -52,7 +50,6 @@ from ._plates import (
 from ._probes import check_fixed_supports, warn_gated_sites
 from ._target import (
     EXACT,
-    GRADIENT,
     ONE_HOT_GRADIENT,
     PLATE,
     LeafSpec,
@@ -325,9 +322,7 @@ def setup_model(
     # with a minibatch: no automatic switch (it compares log densities)
     if options.auto_exact and sampler.auto_exact and not minibatch:
         plate_sites = {name for name, (_, reason) in structural.items() if reason is None}
-        leaves = _switch_badly_estimated_sites(
-            owner, leaves, start, model, args, kwargs, plate_sites
-        )
+        leaves = check_gradient_sites(owner, leaves, start, model, args, kwargs, plate_sites)
     wanted = [s.name for s in leaves if sampler.needs_plate_tables or s.mode == EXACT]
     element_terms: dict = {}
     if wanted:
@@ -579,51 +574,3 @@ def _colouring(
     if reason is not None:
         return None, None, reason
     return colours.reshape(shape), coloured, None
-
-
-def _switch_badly_estimated_sites(
-    owner: str,
-    specs: tuple[LeafSpec, ...],
-    start: dict,
-    model: Callable,
-    args: tuple,
-    kwargs: dict,
-    plate_sites: set | frozenset = frozenset(),
-) -> tuple[LeafSpec, ...]:
-    """``exact_sites="auto"``: at the start and a prior draw, compare each gradient site's
-    first-order local differences with exact ones on a few coordinates; a site whose gradient
-    proposal is badly wrong is switched to exact differences when that costs at most
-    ``AUTO_EXACT_BUDGET`` evaluations per step (``S`` for a site in ``plate_sites``, whose
-    table comes from its per-coordinate terms), and is warned about otherwise."""
-    log_density = model_log_density(model, args, kwargs)
-    local_fn = make_local_fn(log_density, specs)
-    points = [start]  # the start and fresh prior draws of the block's sites
-    with fork_rng():  # leave the user's random stream as it was
-        for _ in range(site_rules.PRIOR_DRAWS):
-            other = trace_model(model, args, kwargs)
-            points.append({s.name: other.nodes[s.name]["value"].detach() for s in specs})
-    errors_by_point = []
-    for point in points:
-        leaves = tuple(to_internal(s, as_tensor(point[s.name])) for s in specs)
-        f, local = local_fn(leaves)
-        values = {s.name: to_user(s, x) for s, x in zip(specs, leaves)}
-        errors: list[Any] = [None] * len(specs)
-        for j, spec in enumerate(specs):
-            if spec.mode != GRADIENT or is_windowed(spec.domain):  # no table of all values
-                continue
-            x = leaves[j]
-            chosen = list(range(min(x.numel(), 16)))
-            batch = substitutions_at(spec.domain, x, chosen)
-            with torch.no_grad():
-                table = torch.stack([log_density({**values, spec.name: v}) for v in batch])
-            errors[j] = first_order_error_at(
-                spec.domain,
-                x.cpu().numpy(),
-                local[j].double().cpu().numpy(),
-                chosen,
-                (table.double() - f.double()).reshape(len(chosen), -1).cpu().numpy(),
-            )
-        errors_by_point.append(errors)
-    # a site in plates costs S evaluations of its terms per step, not N * S
-    sizes = [1 if s.name in plate_sites else as_tensor(start[s.name]).numel() for s in specs]
-    return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, sizes)
