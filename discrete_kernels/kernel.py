@@ -109,15 +109,20 @@ class LocalFnByLeaf:
     NumPyro adapter passes a plain function.
 
     ``colour_local(leaves, j, c) -> (f, locals)``, where given, computes only the rows of
-    colour ``c`` of a coloured leaf ``j``'s table (entry ``j``; its other rows uniform, the
-    others None): the draw of colour ``c`` reads those rows alone, and the whole table costs
-    ``C`` evaluations per value where one colour's costs one (a sweep ``C x S`` evaluations
-    instead of ``C^2 x S``). The rows of one colour cannot be separated under ``jit`` either
-    (one scatter sums every colour's terms), but the NumPyro adapter does not pass one yet."""
+    colour ``c`` of a coloured leaf ``j``'s table (entry ``j``; its other rows uniform): the
+    draw of colour ``c`` reads those rows alone, and the whole table costs ``C`` evaluations
+    per value where one colour's costs one. The compiler cannot drop the other colours' rows
+    (one sum collects every colour's terms), so NumPyro passes one too, with
+    ``complete_at_end``: the state a step returns keeps every table (a compiled loop's carry
+    keeps its structure), so after a sweep's last draw every table is computed, not the log
+    density alone. A sweep then costs ``(2C - 1) x S`` evaluations (``C x S`` without
+    ``complete_at_end``) instead of ``C^2 x S``; the other entries of ``locals`` may then be
+    computed too (the compiler drops what is not read)."""
 
     local_fn: LocalFn
     leaf_local: Callable[[tuple, int], tuple]
     colour_local: Callable[[tuple, int, int], tuple] | None = None
+    complete_at_end: bool = False
 
     def __call__(self, leaves: tuple) -> tuple:
         return self.local_fn(leaves)
@@ -446,9 +451,9 @@ class Sampler:
         return ChainState(tuple(x), f, tuple(local))
 
     def init_for_step(self, x: tuple, local_fn: LocalFn) -> ChainState:
-        """The chain at leaves ``x`` as the next :meth:`step` needs it: :meth:`init`, unless
-        the sampler's step computes locals it finds None itself (then it may leave them
-        None; a driver reads them only through :meth:`init`)."""
+        """The chain at leaves ``x`` for the next :meth:`step` alone: :meth:`init`, except
+        for a sampler whose step computes the locals it finds None (it may leave them None;
+        a driver that reads the locals itself calls :meth:`init`)."""
         return self.init(x, local_fn)
 
     def adapt_init(

@@ -245,11 +245,12 @@ def _unwrapped(fn: dist.Distribution) -> dist.Distribution:
 
 def coloured_terms_fn(
     all_terms: Callable[[tuple], jax.Array], j: int, colours: np.ndarray, owners: np.ndarray
-) -> Callable[[tuple, jax.Array], jax.Array]:
-    """``(leaves, v) -> g`` of coloured leaf ``j``: for each colour, the terms with that
-    colour's coordinates set to ``v`` summed by their owner (a term depends on at most one
+) -> Callable[..., jax.Array]:
+    """``(leaves, v, only=None) -> g`` of coloured leaf ``j``: for each colour, the terms with
+    that colour's coordinates set to ``v`` summed by their owner (a term depends on at most one
     coordinate of a colour; :func:`discrete_kernels.colouring.term_owners`), so coordinate
-    ``i`` gets the terms it owns at ``x_i = v``. Costs one evaluation per colour.
+    ``i`` gets the terms it owns at ``x_i = v``. Costs one evaluation per colour; with
+    ``only`` (a colour), that colour's alone, the other coordinates' entries 0.
 
     ``colours``: integer array of the leaf's shape; ``owners``: shape (C, E).
     """
@@ -257,11 +258,11 @@ def coloured_terms_fn(
     flat_colours = jnp.asarray(colours.reshape(-1))
     owner_rows = jnp.asarray(owners)
 
-    def terms(leaves: tuple, value: jax.Array) -> jax.Array:
+    def terms(leaves: tuple, value: jax.Array, only: int | None = None) -> jax.Array:
         x = leaves[j]
         flat = jnp.reshape(x, (-1,))
         total = jnp.zeros((size,), jnp.result_type(float))
-        for colour in range(owners.shape[0]):
+        for colour in range(owners.shape[0]) if only is None else [only]:
             changed = jnp.where(flat_colours == colour, jnp.asarray(value, x.dtype), flat)
             evaluated = all_terms(leaves[:j] + (jnp.reshape(changed, x.shape),) + leaves[j + 1 :])
             owned = owner_rows[colour] < size

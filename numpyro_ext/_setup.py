@@ -21,7 +21,7 @@ from numpyro.handlers import seed
 from numpyro.infer.gibbs import GIBBS_SITES_KWARG, conditioned, with_conditioning
 from numpyro.infer.util import _prepare_model_for_potential, potential_energy
 
-from discrete_kernels import LocalFnWithRows, LocalFnWithTerms, Sampler, Sites
+from discrete_kernels import LocalFnByLeaf, LocalFnWithRows, LocalFnWithTerms, Sampler, Sites
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
 from discrete_kernels.chains import (
@@ -195,6 +195,15 @@ class SiteSetup:
         if not self.sites.per_coordinate_mh:
             if any(s.mode == EXACT and s.colours is not None for s in self.leaves):
                 return LocalFnWithRows(local_fn, coordinate_row_fn(log_density, self.leaves))
+            if any(s.is_plate and s.colours is not None for s in self.leaves):
+                # a colour's draw reads its rows alone: one evaluation per value, not one per
+                # colour; the step returns every table (the loop's carry keeps its structure)
+                return LocalFnByLeaf(
+                    local_fn,
+                    lambda leaves, j: local_fn(leaves),  # unread tables: dropped by XLA
+                    lambda leaves, j, c: local_fn(leaves, (j, c)),
+                    complete_at_end=True,
+                )
             return local_fn
         assert prepared is not None  # a model: setup_potential refuses per_coordinate_mh
         terms = own_terms_fn(

@@ -184,7 +184,7 @@ def make_local_fn(
     log_density: Callable[[tuple], jax.Array],
     specs: Sequence[LeafSpec],
     element_terms: dict | None = None,
-) -> Callable[[tuple], tuple[jax.Array, tuple]]:
+) -> Callable[..., tuple[jax.Array, tuple]]:
     """``leaves -> (f, locals)`` for the core, from ``log_density(leaves) -> f``.
 
     Gradient leaves are differentiated as floats; one-hot leaves (potential mode) are passed
@@ -207,7 +207,10 @@ def make_local_fn(
                 out[j] = jax.nn.one_hot(out[j], spec.domain.num_values)
         return tuple(out)
 
-    def local_fn(leaves: tuple) -> tuple[jax.Array, tuple]:
+    def local_fn(leaves: tuple, colour: tuple[int, int] | None = None) -> tuple[jax.Array, tuple]:
+        """``(f, locals)``; with ``colour = (j, c)``, only colour ``c``'s rows of coloured
+        plate leaf ``j``'s table (the other rows uniform)."""
+
         def f_of(diff_values: tuple) -> jax.Array:
             return log_density(to_inputs(leaves, dict(zip(differentiable, diff_values))))
 
@@ -227,7 +230,8 @@ def make_local_fn(
             locals_[j] = g
         for j, spec in enumerate(specs):
             if spec.mode == PLATE:
-                locals_[j] = _plate_table(f, leaves, j, spec.domain, element_terms[j])
+                only = colour[1] if colour is not None and colour[0] == j else None
+                locals_[j] = _plate_table(f, leaves, j, spec.domain, element_terms[j], only)
             if spec.mode not in (EXACT, CHAIN):
                 continue
             x, num_values = leaves[j], spec.domain.num_values
@@ -245,9 +249,21 @@ def make_local_fn(
     return local_fn
 
 
-def _plate_table(f: jax.Array, leaves: tuple, j: int, domain: Domain, terms: Callable) -> jax.Array:
-    """The exact table of plate leaf ``j``: its terms ``g_i(v)`` at each value ``v``."""
+def _plate_table(
+    f: jax.Array,
+    leaves: tuple,
+    j: int,
+    domain: Domain,
+    terms: Callable,
+    only: int | None = None,
+) -> jax.Array:
+    """The exact table of plate leaf ``j``: its terms ``g_i(v)`` at each value ``v``; with
+    ``only``, the rows of that colour of a coloured leaf (the others uniform, ``f``)."""
     x = leaves[j]
     values = jnp.arange(domain.num_values, dtype=x.dtype) + jnp.asarray(domain.low, x.dtype)
-    by_value = jnp.moveaxis(jax.vmap(lambda v: terms(leaves, v))(values), 0, -1)  # (n..., S)
+
+    def at(v: jax.Array) -> jax.Array:
+        return terms(leaves, v) if only is None else terms(leaves, v, only)
+
+    by_value = jnp.moveaxis(jax.vmap(at)(values), 0, -1)  # (n..., S)
     return table_from_element_terms(f, by_value, x, domain)

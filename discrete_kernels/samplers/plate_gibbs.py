@@ -187,8 +187,9 @@ def _needed_next(
     """What the draw after colour ``colour`` of leaf ``j`` reads: leaf ``j``'s next colour
     while it has colours left, then what leaf ``j + 1``'s first draw reads; after the last
     leaf nothing (:data:`~discrete_kernels.kernel.LOG_DENSITY_ONLY`: the next step computes
-    the tables where it reads them); None (every table) where ``local_fn`` evaluates all
-    leaves at once."""
+    the tables where it reads them), or every table where the step must return them
+    (:attr:`~discrete_kernels.LocalFnByLeaf.complete_at_end`); None (every table) where
+    ``local_fn`` evaluates all leaves at once."""
     if not isinstance(local_fn, LocalFnByLeaf):
         return None
     colours = colourings[j]
@@ -196,7 +197,7 @@ def _needed_next(
         return (j, colour + 1) if local_fn.colour_local is not None else j
     if j + 1 < len(colourings):
         return _need_of_leaf(local_fn, j + 1, colourings, chains)
-    return LOG_DENSITY_ONLY
+    return None if local_fn.complete_at_end else LOG_DENSITY_ONLY
 
 
 def _need_of_leaf(
@@ -284,8 +285,8 @@ def _chain_move(
     return kept, info.accept_prob
 
 
-#: most colours of one site PlateGibbs takes: a sweep costs ``C^2 x S`` evaluations per site
-#: in NumPyro (``C x S`` in Pyro, whose draws read one colour's rows at a time)
+#: most colours of one site PlateGibbs takes: a sweep costs ``(2C - 1) x S`` evaluations per
+#: site in NumPyro, ``C x S`` in Pyro (:class:`~discrete_kernels.LocalFnByLeaf`)
 #: (``C x N x S`` for a site coloured from its single-site tables)
 MAX_COLOURS = 16
 
@@ -299,9 +300,9 @@ class PlateGibbs(Sampler):
     the coordinates of one colour at once.
 
     A step costs ``S`` vectorised evaluations of the model per plate site (``S`` values), and
-    ``C^2 x S`` for a site of ``C`` colours (two for a chain or a 4-neighbour lattice; ``C x S``
-    in Pyro, where each colour's draw evaluates its own rows alone,
-    :attr:`~discrete_kernels.LocalFnByLeaf.colour_local`), not ``N x S`` as a
+    ``(2C - 1) x S`` for a site of ``C`` colours (two for a chain or a 4-neighbour lattice;
+    ``C x S`` in Pyro: each colour's draw evaluates its own rows alone, and NumPyro's step
+    ends with the whole table, :class:`~discrete_kernels.LocalFnByLeaf`), not ``N x S`` as a
     one-coordinate-at-a-time sweep does. At setup the drivers read each site's
     plates from the model's trace; for a site that is not a plate they find which terms each
     coordinate changes and colour the coordinates so that no term depends on two of one colour
@@ -403,7 +404,7 @@ class PlateGibbs(Sampler):
         left None: the step computes what its first draw reads (a ``Gibbs`` block starts
         every step from new conditioning, where every table would be computed for one to be
         read)."""
-        if isinstance(local_fn, LocalFnByLeaf):
+        if isinstance(local_fn, LocalFnByLeaf) and not local_fn.complete_at_end:
             f, local = local_fn.leaf_local(x, LOG_DENSITY_ONLY)
             return ChainState(tuple(x), f, tuple(local))
         return self.init(x, local_fn)

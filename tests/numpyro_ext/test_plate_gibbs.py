@@ -287,3 +287,58 @@ def test_the_terms_read_from_the_program_count_an_events_elements_one_by_one():
     point = (jnp.zeros(3, setup.site_dtypes["z"]),)
     read = _plates.terms_computed_from(setup.prepared_model, setup.names, 0, point, (), {})
     assert [(name, elements) for name, elements, _ in read] == [("z", 3), ("sum", 1)]
+
+
+def lattice_model():
+    """A 3x3 Ising lattice, its pair terms given edge by edge: a checkerboard of two colours."""
+    with numpyro.plate("rows", 3, dim=-2), numpyro.plate("cols", 3, dim=-1):
+        x = numpyro.sample("x", dist.Bernoulli(0.5))
+    s = 2.0 * x - 1.0
+    numpyro.factor("across", 0.6 * s[:, 1:] * s[:, :-1])
+    numpyro.factor("down", -0.4 * s[1:] * s[:-1])
+    numpyro.factor("field", jnp.asarray(FIELD_3X3) * s)
+
+
+FIELD_3X3 = np.array([[0.3, -0.2, 0.5], [0.1, -0.4, 0.2], [0.0, 0.6, -0.3]])
+
+
+def test_a_colour_draw_reads_that_colours_rows_alone_and_the_step_ends_with_every_table():
+    """Between two colour draws the compiled sweep computes only the next colour's rows
+    (``LocalFnByLeaf.colour_local``: one evaluation of the terms per value, not one per
+    colour and value) and after its last draw every table, which the step returns (the
+    loop's carry keeps its structure): on the same noise, the same draws, log density and
+    tables as the whole-table sweep. Power: rows of the wrong colour change the draws."""
+    kernel = nx.PlateGibbs(lattice_model)
+    setup, by_colour = driver_setup(kernel)
+    np.testing.assert_array_equal(setup.leaves[0].colours, [[0, 1, 0], [1, 0, 1], [0, 1, 0]])
+    assert isinstance(by_colour, dk.LocalFnByLeaf) and by_colour.complete_at_end
+    every = by_colour.local_fn
+    wrong = dk.LocalFnByLeaf(
+        every,
+        by_colour.leaf_local,
+        lambda ys, j, c: by_colour.colour_local(ys, j, 1 - c),
+        complete_at_end=True,
+    )
+    spec, sites = kernel.spec, setup.sites
+    params = spec.parameters(())
+
+    def step(local_fn, x, u):
+        chain = spec.init((x,), every)
+        noise = dk.StepNoise((u,), jnp.zeros(()), None, None)
+        return spec.step(chain, noise, params, (), sites, local_fn)[0]
+
+    keys = jax.random.split(jax.random.key(3), 40)
+    starts = jax.vmap(lambda k: jax.random.bernoulli(k, 0.5, (3, 3)).astype(jnp.int32))(keys)
+    uniforms = jax.vmap(lambda k: jax.random.uniform(jax.random.fold_in(k, 1), (3, 3)))(keys)
+    runs = [
+        jax.jit(jax.vmap(lambda x, u, fn=fn: step(fn, x, u)))(starts, uniforms)
+        for fn in (by_colour, every, wrong)
+    ]
+    (a, b, c) = runs
+    np.testing.assert_array_equal(a.x[0], b.x[0])
+    np.testing.assert_allclose(a.log_density, b.log_density, rtol=1e-6)
+    np.testing.assert_allclose(a.local[0], b.local[0], rtol=1e-6, atol=1e-6)
+    _, (tables,) = jax.vmap(every)((a.x[0],))
+    np.testing.assert_allclose(a.local[0], tables, rtol=1e-6, atol=1e-6)
+    assert int((a.x[0] != starts).sum()) > 40  # the draws move
+    assert int(np.any(np.asarray(c.x[0] != a.x[0]), axis=(1, 2)).sum()) > 5
