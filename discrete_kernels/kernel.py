@@ -105,8 +105,9 @@ class LocalFnByLeaf:
     where a site has tables or several leaves: a sampler that updates them in turn
     (:class:`~discrete_kernels.samplers.plate_gibbs.PlateGibbs`) reads only the next leaf's
     table between two draws, and computing every leaf's after each draw costs ``L`` times as
-    much for ``L`` leaves. Under ``jit`` the compiler drops the unread tables itself, so the
-    NumPyro adapter passes a plain function.
+    much for ``L`` leaves. Under ``jit`` the compiler drops unread tables itself, so the
+    NumPyro adapter passes one only for a coloured site (below), its ``leaf_local`` the whole
+    ``local_fn``.
 
     ``colour_local(leaves, j, c) -> (f, locals)``, where given, computes only the rows of
     colour ``c`` of a coloured leaf ``j``'s table (entry ``j``; its other rows uniform): the
