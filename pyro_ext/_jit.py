@@ -23,7 +23,7 @@ from pyro.util import ignore_jit_warnings
 
 from ._target import as_tensor
 
-__all__ = ["TracedFunction"]
+__all__ = ["TracedFunction", "traced_of_model"]
 
 
 class TracedFunction:
@@ -112,3 +112,20 @@ def _elementwise_close(eager: torch.Tensor, replayed: torch.Tensor) -> torch.Ten
     infinity count as equal)."""
     replayed = replayed.to(eager.dtype)
     return torch.isclose(replayed, eager, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+def traced_of_model(
+    owner: str,
+    model: Callable,
+    of_model: Callable[[Callable], Callable[[dict], torch.Tensor]],
+    points: list[tuple[str, dict]],
+) -> TracedFunction:
+    """``jit_compile=True``: ``of_model(model)`` (a function of the sites' values: the log
+    density, a leaf's per-coordinate terms) through ``torch.jit.trace``, checked at
+    ``points``; inside :class:`pyro_ext.Gibbs` it is made of the unconditioned model and the
+    other blocks' values are inputs of the trace."""
+    from .gibbs import _ConditionedModel
+
+    if isinstance(model, _ConditionedModel):
+        return TracedFunction(owner, of_model(model.model), points, model.conditioning)
+    return TracedFunction(owner, of_model(model), points)

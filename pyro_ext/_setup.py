@@ -13,40 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-import pyro
 import torch
 
 from discrete_kernels import ChainState, LocalFnByLeaf, LocalFnWithTerms, Sampler, Sites
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
-from discrete_kernels.colouring import (
-    MAX_DEPENDENCE_ENTRIES,
-    colouring_from_terms,
-    term_owners,
-    term_probe_refusal,
-)
-from discrete_kernels.coordinatewise import (
-    Evaluation,
-    per_coordinate_error,
-    per_coordinate_mismatch,
-    per_coordinate_refusal,
-    probe_states,
-)
-from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
 from ._auto_exact import check_gradient_sites
 from ._diagnose import nonfinite_terms
-from ._jit import TracedFunction
-from ._plates import (
-    all_terms_fn,
-    coloured_terms_fn,
-    element_terms_fn,
-    plate_dims,
-    term_dependence,
-    verify_plate_table,
-)
+from ._jit import TracedFunction, traced_of_model
+from ._plate_setup import per_coordinate_terms, plate_leaves
+from ._plates import plate_dims
 from ._probes import check_fixed_supports, warn_gated_sites
 from ._target import (
     EXACT,
@@ -55,15 +33,14 @@ from ._target import (
     LeafSpec,
     as_tensor,
     check_model_trace,
-    coloured_plate_table,
-    fork_rng,
+    draw_prior_values,
     latent_in_plates,
     leaf_specs_for_model,
     leaf_specs_for_potential,
     make_local_fn,
     model_log_density,
-    plate_table,
     potential_log_density,
+    prior_values,
     subsample_plates,
     to_internal,
     to_user,
@@ -71,10 +48,6 @@ from ._target import (
 )
 
 __all__ = ["SiteSetup", "setup_model", "setup_potential"]
-
-#: at most this many coordinates in a site coloured at setup (one model trace per coordinate
-#: and probed state finds which terms each one changes)
-MAX_COLOURED_COORDINATES = 4096
 
 
 @dataclass(frozen=True, eq=False)
@@ -313,8 +286,11 @@ def setup_model(
                 f"{minibatch[0].name!r}): a trace would keep one minibatch. Pass "
                 "jit_compile=False."
             )
-        jit_points = [("the start", start), ("a prior draw", _draw(model, args, kwargs, leaves))]
-        log_density = _traced(
+        jit_points = [
+            ("the start", start),
+            ("a prior draw", draw_prior_values(model, args, kwargs, leaves)),
+        ]
+        log_density = traced_of_model(
             owner, model, lambda m: model_log_density(m, args, kwargs), jit_points
         )
     structural = {s.name: plate_dims(model_trace.nodes[s.name]) for s in leaves}
@@ -326,7 +302,7 @@ def setup_model(
     wanted = [s.name for s in leaves if sampler.needs_plate_tables or s.mode == EXACT]
     element_terms: dict = {}
     if wanted:
-        leaves, element_terms = _plate_leaves(
+        leaves, element_terms = plate_leaves(
             owner,
             leaves,
             structural,
@@ -354,223 +330,7 @@ def setup_model(
     )
     if not per_coordinate:
         return setup
-    own_terms = _per_coordinate_terms(
-        owner, setup, structural, [start, _prior_values(model_trace, leaves)], model, args, kwargs
+    own_terms = per_coordinate_terms(
+        owner, setup, structural, [start, prior_values(model_trace, leaves)], model, args, kwargs
     )
     return replace(setup, sites=setup.sites._replace(per_coordinate_mh=True), own_terms=own_terms)
-
-
-def _draw(model: Callable, args: tuple, kwargs: dict, leaves: tuple[LeafSpec, ...]) -> dict:
-    """A fresh prior draw of the leaves' sites, the user's random stream left as it was."""
-    with fork_rng():
-        return _prior_values(trace_model(model, args, kwargs), leaves)
-
-
-def _traced(
-    owner: str,
-    model: Callable,
-    of_model: Callable[[Callable], Callable[[dict], torch.Tensor]],
-    points: list[tuple[str, dict]],
-) -> TracedFunction:
-    """``jit_compile=True``: ``of_model(model)`` (a function of the sites' values: the log
-    density, a leaf's per-coordinate terms) through ``torch.jit.trace``, checked at
-    ``points``; inside :class:`pyro_ext.Gibbs` it is made of the unconditioned model and the
-    other blocks' values are inputs of the trace."""
-    from .gibbs import _ConditionedModel
-
-    if isinstance(model, _ConditionedModel):
-        return TracedFunction(owner, of_model(model.model), points, model.conditioning)
-    return TracedFunction(owner, of_model(model), points)
-
-
-def _prior_values(model_trace: Any, leaves: tuple[LeafSpec, ...]) -> dict:
-    return {s.name: model_trace.nodes[s.name]["value"].detach() for s in leaves}
-
-
-def _per_coordinate_terms(
-    owner: str,
-    setup: SiteSetup,
-    structural: dict,
-    points: list[dict],
-    model: Callable,
-    args: tuple,
-    kwargs: dict,
-) -> Callable[[tuple], tuple]:
-    """Each leaf's per-coordinate terms (``leaves -> terms``) when all of the model's discrete
-    coordinates are conditionally independent given its other sites
-    (``per_coordinate_mh=True``): every site a gradient site whose dimensions are plates,
-    verified at the start and a prior draw
-    (:func:`discrete_kernels.coordinatewise.per_coordinate_mismatch`); else a ``ValueError``
-    naming the site and the reason."""
-    leaves = setup.leaves
-    reason = per_coordinate_refusal(leaves, structural)
-    if reason is not None:
-        raise per_coordinate_error(owner, reason)
-    per_leaf = [
-        element_terms_fn(model, args, kwargs, structural[s.name][0], tuple(x.shape))
-        for s, x in zip(leaves, setup.chain.x)
-    ]
-
-    def own_terms(xs: tuple) -> tuple:
-        values = {s.name: to_user(s, x) for s, x in zip(leaves, xs)}
-        return tuple(fn(values) for fn in per_leaf)
-
-    local_fn = setup.local_fn()
-    domains = [s.domain for s in leaves]
-
-    def at(xs: tuple, like: tuple) -> Evaluation:
-        xs = tuple(torch.as_tensor(v, device=u.device).to(u.dtype) for v, u in zip(xs, like))
-        f, gradient = local_fn(xs)
-        with torch.no_grad():
-            terms = own_terms(xs)
-        # setup only: the probe's evaluations compared on the host
-        as_numpy = lambda ts: tuple(t.detach().double().cpu().numpy() for t in ts)  # noqa: E731
-        return Evaluation(float(f), as_numpy(gradient), as_numpy(terms))
-
-    for index, values in enumerate(points):
-        point = tuple(to_internal(s, as_tensor(values[s.name])) for s in leaves)
-        probe = probe_states(domains, [x.cpu().numpy() for x in point], index)
-        with pyro.validation_enabled(False):
-            reason = per_coordinate_mismatch(
-                setup.names,
-                probe,
-                at(probe.x, point),
-                at(probe.moved, point),
-                at(probe.mixed, point),
-            )
-        if reason is not None:
-            raise per_coordinate_error(owner, reason)
-    return own_terms
-
-
-def _plate_leaves(
-    owner: str,
-    leaves: tuple[LeafSpec, ...],
-    structural: dict,
-    wanted: list,
-    start: dict,
-    log_density: Callable,
-    model: Callable,
-    args: tuple,
-    kwargs: dict,
-    needs_tables: bool = False,
-    jit_points: list[tuple[str, dict]] | None = None,
-    blocks: dict | None = None,
-) -> tuple[tuple[LeafSpec, ...], dict]:
-    """The leaves with the ``wanted`` ones in plate mode where their plates make their
-    coordinates conditionally independent (verified at the start and two other states), and
-    their per-coordinate terms by leaf index. A sampler that needs plate tables gets an error
-    naming the site and the reason otherwise; an exact site keeps its single-site table.
-    ``jit_points``: ``jit_compile=True``, the terms through ``torch.jit.trace`` checked at
-    those points (:func:`_traced`)."""
-    out, terms_by_leaf = list(leaves), dict[int, Callable]()
-    point = tuple(to_internal(s, as_tensor(start[s.name])) for s in leaves)
-
-    def to_values(ys: tuple) -> dict:
-        return {s.name: to_user(s, y) for s, y in zip(leaves, ys)}
-
-    def density(ys: tuple) -> torch.Tensor:
-        return log_density(to_values(ys))
-
-    for j, spec in enumerate(leaves):
-        if spec.name not in wanted:
-            continue
-        if spec.mode == ONE_HOT_GRADIENT:
-            # its leaf is the category index, but the model's site is the one-hot event
-            leaf_dims, reason = {}, "it is one-hot (write it as a Categorical site)"
-        else:
-            leaf_dims, reason = structural[spec.name]
-        if reason is None:
-            shape = tuple(point[j].shape)
-            if jit_points is None:
-                terms = element_terms_fn(model, args, kwargs, leaf_dims, shape)
-            else:
-                terms = _traced(
-                    owner,
-                    model,
-                    lambda m, dims=leaf_dims, shape=shape: element_terms_fn(
-                        m, args, kwargs, dims, shape
-                    ),
-                    jit_points,
-                )
-
-            def table_fn(ys: tuple, j: int = j, spec: LeafSpec = spec, terms=terms) -> tuple:
-                f = density(ys)
-                return f, plate_table(f, ys, j, spec.domain, terms, to_values)
-
-            reason = verify_plate_table(spec.domain, j, point, table_fn, density)
-        given = (blocks or {}).get(spec.name)
-        colourable = jit_points is None and spec.mode != ONE_HOT_GRADIENT
-        if (reason is not None or given is not None) and colourable:
-            # coordinates that interact locally (a chain, a lattice): colour by colour
-            colours, coloured, colour_reason = _colouring(
-                spec, j, point, given, density, to_values, model, args, kwargs, needs_tables
-            )
-            if colour_reason is None:
-                assert coloured is not None
-                out[j] = LeafSpec(spec.name, spec.domain, PLATE, colours)
-                terms_by_leaf[j] = coloured
-                continue
-            reason = colour_reason if reason is None else f"{reason}; {colour_reason}"
-        if reason is None:
-            out[j] = LeafSpec(spec.name, spec.domain, PLATE)
-            terms_by_leaf[j] = terms
-        elif needs_tables or spec.mode != EXACT:  # a sampler that needs plate tables
-            raise site_rules.not_plate_error(
-                owner,
-                spec.name,
-                reason,
-                "a pyro_ext.Gibbs block of px.GWG, px.DMALA or px.DiscreteGibbs",
-            )
-    return tuple(out), terms_by_leaf
-
-
-def _colouring(
-    spec: LeafSpec,
-    j: int,
-    point: tuple,
-    given: Any,
-    density: Callable[[tuple], torch.Tensor],
-    to_values: Callable[[tuple], dict],
-    model: Callable,
-    args: tuple,
-    kwargs: dict,
-    needs_tables: bool,
-) -> tuple[np.ndarray | None, Callable | None, str | None]:
-    """``(colours, coloured terms, None)`` of leaf ``j`` at the start ``point``: the user's
-    colouring ``given`` (checked) or a greedy one from the terms each coordinate changes (at
-    the start and a prior draw), verified against single-site changes; or ``(None, None,
-    reason)``."""
-    shape = tuple(point[j].shape)
-    size = math.prod(shape)
-    if given is None and size == 1:
-        return None, None, "it is a single coordinate"
-    all_terms = all_terms_fn(model, args, kwargs)
-    num_terms = int(all_terms(to_values(point)).numel())
-    # an exact site of a gradient kernel has its single-site table to fall back on: probe less
-    most = MAX_COLOURED_COORDINATES if needs_tables else MAX_COLOURED_COORDINATES // 16
-    # a site of more than `most` coordinates is refused whatever its terms (limit 0)
-    too_many = term_probe_refusal(size, num_terms, 0 if size > most else MAX_DEPENDENCE_ENTRIES)
-    if too_many is not None:
-        return None, None, too_many
-    drawn = _draw(model, args, kwargs, (spec,))[spec.name]
-    other = point[:j] + (to_internal(spec, as_tensor(drawn)),) + point[j + 1 :]
-    dependence = term_dependence(all_terms, j, spec.domain, [point, other], to_values)
-    colours, problem = colouring_from_terms(
-        spec.name, shape, dependence, given, "pyro.factor", "tensor"
-    )
-    if colours is None:
-        return None, None, problem
-    many = int(colours.max()) + 1
-    if needs_tables and given is None and many > MAX_COLOURS:
-        return None, None, f"its terms need {many} colours, more than {MAX_COLOURS}"
-    coloured = coloured_terms_fn(all_terms, j, colours, term_owners(dependence, colours), to_values)
-
-    def table_fn(ys: tuple) -> tuple:
-        f = density(ys)
-        return f, coloured_plate_table(f, ys, j, spec.domain, coloured)
-
-    reason = verify_plate_table(spec.domain, j, point, table_fn, density)
-    if reason is not None:
-        return None, None, reason
-    return colours.reshape(shape), coloured, None

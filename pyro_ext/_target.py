@@ -413,3 +413,16 @@ def plate_table(
         by_value.append(terms(to_values(leaves[:j] + (every,) + leaves[j + 1 :])))
     stacked = torch.stack(by_value, dim=-1).to(f.dtype)  # (n..., S)
     return table_from_element_terms(f.detach(), stacked, x, domain)
+
+
+def prior_values(model_trace: Any, leaves: tuple[LeafSpec, ...]) -> dict:
+    """The leaves' values in ``model_trace``, detached."""
+    return {s.name: model_trace.nodes[s.name]["value"].detach() for s in leaves}
+
+
+def draw_prior_values(
+    model: Callable, args: tuple, kwargs: dict, leaves: tuple[LeafSpec, ...]
+) -> dict:
+    """A fresh prior draw of the leaves' sites, the user's random stream left as it was."""
+    with fork_rng():
+        return prior_values(trace_model(model, args, kwargs), leaves)

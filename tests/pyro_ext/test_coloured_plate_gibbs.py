@@ -138,8 +138,8 @@ def test_one_colour_forced_on_the_chain_breaks_stationarity(monkeypatch):
     its checks bypassed, draws interacting neighbours together from their single-site
     conditionals, which is not stationary (and the check refuses it: next test)."""
     monkeypatch.setattr("discrete_kernels.colouring.check_colouring", lambda *a, **k: None)
-    monkeypatch.setattr("pyro_ext._setup.verify_plate_table", lambda *a, **k: None)
-    monkeypatch.setattr("pyro_ext._setup.term_owners", _first_owner)
+    monkeypatch.setattr("pyro_ext._plate_setup.verify_plate_table", lambda *a, **k: None)
+    monkeypatch.setattr("pyro_ext._plate_setup.term_owners", _first_owner)
     kernel = px.PlateGibbs(chain_model, blocks={"x": np.zeros(len(FIELD), dtype=np.int64)})
     setup, local_fn = setup_of(kernel)
     states = states_of(2, len(FIELD), torch.float32)

@@ -145,7 +145,7 @@ def test_plate_gibbs_is_exactly_stationary():
 def test_forcing_plate_mode_on_a_coupled_site_breaks_stationarity(monkeypatch):
     """The power of the test above: with the setup's check bypassed, the block update of a
     coupled site is not stationary (and the check refuses it: next test)."""
-    monkeypatch.setattr("pyro_ext._setup.verify_plate_table", lambda *a, **k: None)
+    monkeypatch.setattr("pyro_ext._plate_setup.verify_plate_table", lambda *a, **k: None)
     kernel = px.PlateGibbs(coupled_model)
     setup, local_fn = driver_setup(kernel)
     assert [s.mode for s in setup.leaves] == [dk.sites.PLATE]
