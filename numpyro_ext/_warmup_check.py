@@ -37,10 +37,11 @@ from discrete_kernels.domains import Domain, Ordinal, is_windowed
 from discrete_kernels.sites import AUTO_EXACT_BUDGET, EXACT, GRADIENT, PLATE, LeafSpec
 from discrete_kernels.tables import substitutions_at
 
+from . import _host_warnings
 from ._plates import element_terms_fn
 from ._target import make_local_fn
 
-__all__ = ["CheckState", "WarmupCheck", "WatchedLeaf", "plan_warmup_check"]
+__all__ = ["CheckState", "WarmupCheck", "WatchedLeaf", "check_step", "plan_warmup_check"]
 
 #: rows of the coordinates schedule of a site checked on a few coordinates (cycled)
 _COORDINATE_ROWS = 32
@@ -412,3 +413,78 @@ def warn_unswitched(
         else:
             continue
         warnings.warn(message, stacklevel=1)
+
+
+def check_step(
+    plan: Any,
+    setup: Any,
+    num_warmup: int,
+    owner: str,
+    replicate: Callable[[Any], Any],
+    state: Any,
+    index: Any,
+    model_args: tuple,
+    model_kwargs: dict,
+    vectorized: bool,
+) -> Any:
+    """Before draw ``index``: at the warmup's check draws, each watched leaf's gradient
+    against exact differences at the current state, and whether it changed since the last
+    check; leaves badly estimated or stuck are flagged and, where they may be, switched
+    (pooled over vectorized chains), their cached locals replaced by the exact
+    differences the check computed, with a warning. At the last warmup draw, a warning
+    for each leaf flagged but not switched, or not switched and unchanged since the last
+    check. One ``cond`` per draw otherwise. ``plan``: the kernel's :class:`WarmupCheck`;
+    ``replicate``: a tree made readable by a host callback from one device."""
+    schedule = gc.check_schedule(num_warmup)
+    last_check = (schedule.stop - 1) // schedule.every * schedule.every
+    batch = jax.vmap if vectorized else (lambda f, **_: f)
+    num_leaves = len(setup.leaves)
+
+    def check(state):
+        before = state.warmup_check
+        number = index // schedule.every
+
+        def one(s, c):
+            leaves = setup.to_leaves(s.z)
+            reports, gradients = check_chain(
+                setup, leaves, -s.potential_energy, s.local, number, model_args, model_kwargs
+            )
+            return decide(plan, c, reports, leaves, index, schedule.window), gradients
+
+        after, gradients = batch(one)(state, before)
+        if vectorized:  # one decision for every chain
+            pooled = jnp.any(after.exact, 0)
+            after = after._replace(exact=jnp.broadcast_to(pooled, after.exact.shape))
+        newly = after.exact & ~before.exact
+        switch = batch(lambda loc, g, n: switched_locals(plan, loc, g, n))
+        state = state._replace(warmup_check=after, local=switch(state.local, gradients, newly))
+
+        def warn(was, now):
+            warn_switched(owner, plan, schedule.window, was, now)
+
+        fire = gc.is_check_draw(schedule, index) & jnp.any(newly)
+        jax.lax.cond(
+            jnp.any(newly),
+            lambda args: _host_warnings.callback_when(fire, warn, *args),
+            lambda args: None,
+            replicate((before.exact, after)),
+        )
+        return state
+
+    def end(state):
+        c = state.warmup_check
+        moved = batch(lambda s, c: changed_leaves(plan, c, setup.to_leaves(s.z)))(state, c)
+
+        def warn(c, moved):
+            quiet = num_warmup - 1 - last_check
+            warn_unswitched(owner, plan, num_warmup, quiet, c, moved, num_leaves)
+
+        _host_warnings.callback_when(index + 1 == num_warmup, warn, *replicate((c, moved)))
+
+    def bookkeeping(state):
+        state = jax.lax.cond(gc.is_check_draw(schedule, index), check, lambda s: s, state)
+        jax.lax.cond(index + 1 == num_warmup, end, lambda s: None, state)
+        return state
+
+    due = gc.is_check_draw(schedule, index) | (index + 1 == num_warmup)
+    return jax.lax.cond(due, bookkeeping, lambda s: s, state)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import sys
-import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
@@ -30,7 +29,6 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity, is_prng_key
 
 from discrete_kernels import ChainState, ControlFlow, NoiseShapes, Sampler, StepNoise, diagnosis
-from discrete_kernels import gradient_check as gc
 from discrete_kernels import validation as checks
 from discrete_kernels.kernel import bind_sampler, take_step
 from discrete_kernels.sites import kernel_options
@@ -38,6 +36,7 @@ from discrete_kernels.warmup import Feedback, run_phases, start_phases
 
 from . import _sharding
 from . import _warmup_check as wc
+from ._host_warnings import frozen_chain_check
 from ._noise import draw_noise
 from ._once import run_once
 from ._setup import (
@@ -111,60 +110,6 @@ def __getattr__(name: str) -> Any:
 
 #: the state of DMALA, DULA and GWG
 DiscreteState = state_class(("accept_prob", "accepted", "hamming_distance", "step_size", "balance"))
-
-
-def frozen_chain_check(
-    new: Any,
-    index: Any,
-    num_warmup: int,
-    owner: str,
-    sites: Any,
-    vectorized: bool,
-    replicated: Any = None,
-    causes: str = diagnosis.DISCRETE_NO_MOVE_CAUSES,
-) -> Any:
-    """``new`` (a state with ``num_moves`` and ``moves_at_half_warmup``) after draw ``index``,
-    with the moves at half of the warmup recorded; at the end of warmup a warning for each
-    chain that made no move since then (read on the host by a callback)."""
-    if num_warmup < diagnosis.MIN_WARMUP_FOR_FROZEN_CHECK:
-        return new
-
-    def warn(num_moves):
-        frozen = [int(c) for c in np.flatnonzero(np.ravel(np.asarray(num_moves)) == 0)]
-        if frozen:
-            chains = frozen if vectorized else None
-            message = diagnosis.no_move_message(owner, sites, num_warmup, chains, causes)
-            warnings.warn(message, stacklevel=1)
-
-    at_half = jnp.where(
-        index + 1 == diagnosis.frozen_check_start(num_warmup),
-        new.num_moves,
-        new.moves_at_half_warmup,
-    )
-    new = new._replace(moves_at_half_warmup=at_half)
-    moves = new.num_moves - at_half  # moves in the second half of warmup
-    if replicated is not None:  # the host callback reads it from one device
-        moves = jax.lax.with_sharding_constraint(moves, replicated)
-    last = index + 1 == num_warmup
-    jax.lax.cond(
-        last,
-        lambda args: callback_when(args[0], warn, args[1]),
-        lambda args: None,
-        (last, moves),
-    )
-    return new
-
-
-def callback_when(fire: Any, fn: Callable, *args: Any) -> None:
-    """``jax.debug.callback(fn, *args)``, ``fn`` called only where ``fire`` holds, checked
-    again on the host: under a transform of the whole run (``chain_method=jax.vmap``) a
-    ``cond`` with a batched predicate runs both branches, and their callbacks, at every draw."""
-
-    def host(fire: Any, *values: Any) -> None:
-        if np.all(np.asarray(fire)):
-            fn(*values)
-
-    jax.debug.callback(host, fire, *args)
 
 
 class DiscreteKernel(MCMCKernel):
@@ -438,69 +383,21 @@ class DiscreteKernel(MCMCKernel):
         return tree
 
     def _warmup_check(self, state: Any, index, model_args, model_kwargs, vectorized: bool) -> Any:
-        """Before draw ``index``: at the warmup's check draws, each watched leaf's gradient
-        against exact differences at the current state, and whether it changed since the last
-        check; leaves badly estimated or stuck are flagged and, where they may be, switched
-        (pooled over vectorized chains), their cached locals replaced by the exact
-        differences the check computed, with a warning. At the last warmup draw, a warning
-        for each leaf flagged but not switched, or not switched and unchanged since the last
-        check. One ``cond`` per draw otherwise."""
-        plan, setup = self._check, self._setup
-        assert plan is not None and setup is not None
-        num_warmup = self._num_warmup
-        schedule = gc.check_schedule(num_warmup)
-        last_check = (schedule.stop - 1) // schedule.every * schedule.every
-        batch = jax.vmap if vectorized else (lambda f, **_: f)
-        owner, num_leaves = self._name, len(setup.leaves)
-
-        def check(state):
-            before = state.warmup_check
-            number = index // schedule.every
-
-            def one(s, c):
-                leaves = setup.to_leaves(s.z)
-                reports, gradients = wc.check_chain(
-                    setup, leaves, -s.potential_energy, s.local, number, model_args, model_kwargs
-                )
-                return wc.decide(plan, c, reports, leaves, index, schedule.window), gradients
-
-            after, gradients = batch(one)(state, before)
-            if vectorized:  # one decision for every chain
-                pooled = jnp.any(after.exact, 0)
-                after = after._replace(exact=jnp.broadcast_to(pooled, after.exact.shape))
-            newly = after.exact & ~before.exact
-            switch = batch(lambda loc, g, n: wc.switched_locals(plan, loc, g, n))
-            state = state._replace(warmup_check=after, local=switch(state.local, gradients, newly))
-
-            def warn(was, now):
-                wc.warn_switched(owner, plan, schedule.window, was, now)
-
-            fire = gc.is_check_draw(schedule, index) & jnp.any(newly)
-            jax.lax.cond(
-                jnp.any(newly),
-                lambda args: callback_when(fire, warn, *args),
-                lambda args: None,
-                self._replicate((before.exact, after), vectorized),
-            )
-            return state
-
-        def end(state):
-            c = state.warmup_check
-            moved = batch(lambda s, c: wc.changed_leaves(plan, c, setup.to_leaves(s.z)))(state, c)
-
-            def warn(c, moved):
-                quiet = num_warmup - 1 - last_check
-                wc.warn_unswitched(owner, plan, num_warmup, quiet, c, moved, num_leaves)
-
-            callback_when(index + 1 == num_warmup, warn, *self._replicate((c, moved), vectorized))
-
-        def bookkeeping(state):
-            state = jax.lax.cond(gc.is_check_draw(schedule, index), check, lambda s: s, state)
-            jax.lax.cond(index + 1 == num_warmup, end, lambda s: None, state)
-            return state
-
-        due = gc.is_check_draw(schedule, index) | (index + 1 == num_warmup)
-        return jax.lax.cond(due, bookkeeping, lambda s: s, state)
+        """Before draw ``index``: the warmup's check of the watched leaves
+        (:func:`numpyro_ext._warmup_check.check_step`)."""
+        assert self._check is not None and self._setup is not None
+        return wc.check_step(
+            self._check,
+            self._setup,
+            self._num_warmup,
+            self._name,
+            lambda tree: self._replicate(tree, vectorized),
+            state,
+            index,
+            model_args,
+            model_kwargs,
+            vectorized,
+        )
 
     def sample(self, state: Any, model_args, model_kwargs) -> Any:
         if self._sample_fn is None:

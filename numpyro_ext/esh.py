@@ -26,9 +26,10 @@ from discrete_kernels.samplers.esh import ESHChain, ESHInfo
 from discrete_kernels.warmup import Feedback, run_phases
 
 from . import _sharding
+from ._host_warnings import frozen_chain_check
 from ._noise import draw_noise
 from ._prior_trace import prior_trace
-from .driver import JAX_CONTROL, _fori, frozen_chain_check
+from .driver import JAX_CONTROL, _fori
 
 __all__ = ["ESH", "ESHState", "JarzynskiResult", "esh_jarzynski"]
 

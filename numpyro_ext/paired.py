@@ -38,8 +38,8 @@ from discrete_kernels.samplers.paired import (
     paired_move,
 )
 
+from ._host_warnings import callback_when
 from ._prior_trace import prior_trace
-from .driver import callback_when
 
 __all__ = ["PairedGibbs", "PairedGibbsState", "paired_names", "paired_sweep", "read_pairs"]
 

@@ -4,8 +4,8 @@ traced conditioned values; it decides from a fixed key and a prior draw of those
 (:func:`numpyro_ext._setup.concrete_setup_inputs`), and the chains run with the traced ones.
 ``PlateGibbs`` next to NUTS matches the exact posterior so; and since a ``cond`` with a batched
 predicate runs both branches, the warmup's warnings are checked again on the host
-(:func:`numpyro_ext.driver.callback_when`): without that check the frozen-chain warning fires
-at the first draw of chains that move (the power)."""
+(:func:`numpyro_ext._host_warnings.callback_when`): without that check the frozen-chain
+warning fires at the first draw of chains that move (the power)."""
 
 import warnings
 
@@ -17,7 +17,7 @@ from numpyro.infer import MCMC, NUTS, Gibbs
 from numpyro.infer.gibbs import GIBBS_SITES_KWARG, discrete_latent_sites
 
 import numpyro_ext as nx
-from numpyro_ext import driver
+from numpyro_ext import _host_warnings
 from numpyro_ext._setup import concrete_setup_inputs
 
 from ..mc import assert_mc_close
@@ -57,7 +57,7 @@ def test_unchecked_callbacks_would_warn_of_a_freeze_that_did_not_happen(monkeypa
     def unchecked(fire, fn, *args):
         jax.debug.callback(fn, *args)
 
-    monkeypatch.setattr(driver, "callback_when", unchecked)
+    monkeypatch.setattr(_host_warnings, "callback_when", unchecked)
     _, messages = run_vmapped(20)
     assert [m for m in messages if "made no move" in m]
 
