@@ -26,7 +26,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +40,9 @@ from discrete_kernels.tables import substitutions_at
 from . import _host_warnings
 from ._plates import element_terms_fn
 from ._target import make_local_fn
+
+if TYPE_CHECKING:
+    from ._setup import SiteSetup
 
 __all__ = ["CheckState", "WarmupCheck", "WatchedLeaf", "check_step", "plan_warmup_check"]
 
@@ -416,8 +419,8 @@ def warn_unswitched(
 
 
 def check_step(
-    plan: Any,
-    setup: Any,
+    plan: WarmupCheck,
+    setup: SiteSetup,
     num_warmup: int,
     owner: str,
     replicate: Callable[[Any], Any],
@@ -433,8 +436,8 @@ def check_step(
     (pooled over vectorized chains), their cached locals replaced by the exact
     differences the check computed, with a warning. At the last warmup draw, a warning
     for each leaf flagged but not switched, or not switched and unchanged since the last
-    check. One ``cond`` per draw otherwise. ``plan``: the kernel's :class:`WarmupCheck`;
-    ``replicate``: a tree made readable by a host callback from one device."""
+    check. One ``cond`` per draw otherwise. ``replicate``: a tree made readable by a host
+    callback from one device."""
     schedule = gc.check_schedule(num_warmup)
     last_check = (schedule.stop - 1) // schedule.every * schedule.every
     batch = jax.vmap if vectorized else (lambda f, **_: f)
