@@ -21,6 +21,7 @@ import numpy as np
 from ._xp import Array
 from .domains import MAX_NUM_VALUES, Domain, Integer, Ordinal
 from .gradient_check import NATS_LIMIT, TV_LIMIT
+from .registration import split_options
 from .validation import check_kernel_options, check_positive_array, check_site_names
 
 __all__ = [
@@ -35,9 +36,7 @@ __all__ = [
     "LeafSpec",
     "SiteOptions",
     "auto_exact_message",
-    "SubsamplePlate",
     "check_discrete_sites",
-    "check_minibatch",
     "check_windowed_sites",
     "count_domain",
     "check_leaf_size",
@@ -314,8 +313,6 @@ def kernel_options(
     options and the site options, any other name a ``TypeError``); ``domain_hint`` says how
     a pytree of domains is written in the calling PPL (for the error message).
     """
-    from .kernel import split_options
-
     check_kernel_options(sampler.name, model, potential_fn, domain, domain_hint)  # type: ignore[attr-defined]
     own, site = split_options(sampler, dict(options))
     return sampler(**own), SiteOptions.checked(sampler.name, site)  # type: ignore[attr-defined]
@@ -467,74 +464,6 @@ def check_discrete_sites(
 
 # ------------------------------------------------------------------------------------------
 # minibatches
-
-
-@dataclass(frozen=True)
-class SubsamplePlate:
-    """A plate of the model that draws a minibatch: its **name**, its **size** ``N`` and its
-    **subsample_size** ``b < N`` (the PPL scales the terms inside it by ``N / b``)."""
-
-    name: str
-    size: int
-    subsample_size: int
-
-    def __str__(self) -> str:
-        return f"plate {self.name!r} subsamples {self.subsample_size} of {self.size}"
-
-
-def check_minibatch(
-    owner: str,
-    refusal: str | None,
-    plates: Sequence[SubsamplePlate],
-    leaves: Sequence[LeafSpec],
-    exact_names: Sequence[str],
-    latent_in_plates: Mapping[str, str],
-    remove_hint: str,
-) -> None:
-    """Refuse what cannot run on a minibatch estimate of the log density.
-
-    Parameters
-    ----------
-    owner : str
-        The kernel's name.
-    refusal : str or None
-        The sampler's :meth:`~discrete_kernels.Sampler.minibatch_refusal`.
-    plates : the model's subsampling plates (not empty)
-    leaves : the kernel's leaves (a table leaf compares log densities)
-    exact_names : the sites the user listed in ``exact_sites``
-    latent_in_plates : ``{site: plate}`` for latent sites inside a subsampling plate
-    remove_hint : how the PPL spells the fix, e.g. ``"remove subsample_size="``
-
-    Raises
-    ------
-    ValueError
-        Naming the kernel, the plate and the reason.
-    """
-    where = "; ".join(str(p) for p in plates)
-    if refusal is not None:
-        raise ValueError(
-            f"{owner}: {where} (a new minibatch at every step): {refusal}. Use DULA with a "
-            f"fixed step size (stochastic-gradient DLP), or {remove_hint}."
-        )
-    for name, plate in latent_in_plates.items():
-        raise ValueError(
-            f"{owner}: latent site {name!r} is inside subsampling plate {plate!r}: its "
-            "coordinates would be other rows at every step. Keep latent sites outside the "
-            f"subsampling plate, or {remove_hint}."
-        )
-    if exact_names:
-        raise ValueError(
-            f"{owner}: {where}: exact_sites={list(exact_names)} compares log densities, and "
-            "on a minibatch log density the differences are not exact. Pass exact_sites=[] "
-            f"(stochastic gradients), or {remove_hint}."
-        )
-    tables = [s.name for s in leaves if s.is_table]
-    if tables:
-        raise ValueError(
-            f"{owner}: {where}: sites {tables} need exact differences (categorical values "
-            "used as indices), which compare log densities on a minibatch. Give them "
-            f"another Gibbs block, or {remove_hint}."
-        )
 
 
 def not_plate_error(owner: str, name: Any, reason: str, alternatives: str) -> ValueError:

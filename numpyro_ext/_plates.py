@@ -48,6 +48,7 @@ __all__ = [
     "coloured_terms_fn",
     "element_terms_fn",
     "element_terms_interactions",
+    "in_plates",
     "outside_plate_dependents",
     "own_terms_fn",
     "plate_dims",
@@ -101,7 +102,7 @@ def element_terms_fn(
         total = jnp.zeros(shape, jnp.result_type(float))
         for name, log_prob in log_probs.items():
             frames = {f.name: f.dim for f in model_trace[name]["cond_indep_stack"]}
-            if _in_plates(frames, leaf_dims):
+            if in_plates(frames, leaf_dims):
                 total = total + align_element_term(jnp.asarray(log_prob), leaf_dims, shape)
         return total
 
@@ -228,10 +229,10 @@ def outside_plate_dependents(terms: Sequence[tuple[str, int, dict]], leaf_dims: 
     """Of ``terms`` (:func:`terms_computed_from`), the sites whose term is not indexed by all
     of a leaf's plates ``leaf_dims``: the terms a plate table leaves out. A plate table is
     right only if there are none."""
-    return [name for name, _, frames in terms if not _in_plates(frames, leaf_dims)]
+    return [name for name, _, frames in terms if not in_plates(frames, leaf_dims)]
 
 
-def _in_plates(frames: dict, leaf_dims: dict) -> bool:
+def in_plates(frames: dict, leaf_dims: dict) -> bool:
     """Whether a term with plate ``frames`` (``{name: dim}``) is indexed by every one of a
     leaf's plates ``leaf_dims`` (the same dims): a term of the leaf's plate table."""
     return all(frames.get(p) == d for p, d in leaf_dims.items())

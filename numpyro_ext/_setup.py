@@ -27,6 +27,7 @@ from discrete_kernels import validation as checks
 from discrete_kernels.chains import (
     ChainTerms,
 )
+from discrete_kernels.minibatch import check_minibatch
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
 from ._auto_exact import check_gradient_sites
@@ -77,7 +78,7 @@ class SiteSetup:
     - **warmup_check** - the gradient leaves the warmup checks (``exact_sites="auto"``;
       :mod:`numpyro_ext._warmup_check`), or None.
     - **minibatch** - the model's subsampling plates
-      (:class:`~discrete_kernels.sites.SubsamplePlate`); when there are any, every log
+      (:class:`~discrete_kernels.minibatch.SubsamplePlate`); when there are any, every log
       density is evaluated under ``seed`` with a key the caller passes, which draws the
       minibatch.
     """
@@ -363,7 +364,7 @@ def setup_model(
     leaves = site_rules.with_windows(owner, leaves, options.window)
     minibatch = subsample_plates(model_trace)
     if minibatch:
-        site_rules.check_minibatch(
+        check_minibatch(
             owner,
             sampler.minibatch_refusal(),
             minibatch,

@@ -19,6 +19,7 @@ from numpyro.distributions import constraints
 from discrete_kernels import Binary, Categorical, Domain, Integer, Ordinal
 from discrete_kernels.chains import pair_substitutions
 from discrete_kernels.domains import as_domain
+from discrete_kernels.minibatch import SubsamplePlate
 from discrete_kernels.sites import (
     CHAIN,
     EXACT,
@@ -26,7 +27,6 @@ from discrete_kernels.sites import (
     ONE_HOT_GRADIENT,
     PLATE,
     LeafSpec,
-    SubsamplePlate,
     check_discrete_sites,
     count_domain,
     ordinal_from_bounds,

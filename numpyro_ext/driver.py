@@ -30,7 +30,8 @@ from numpyro.util import identity, is_prng_key
 
 from discrete_kernels import ChainState, ControlFlow, NoiseShapes, Sampler, StepNoise, diagnosis
 from discrete_kernels import validation as checks
-from discrete_kernels.kernel import bind_sampler, take_step
+from discrete_kernels.kernel import take_step
+from discrete_kernels.registration import bind_sampler
 from discrete_kernels.sites import kernel_options
 from discrete_kernels.warmup import Feedback, run_phases, start_phases
 

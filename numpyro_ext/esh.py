@@ -19,7 +19,7 @@ from numpyro.util import identity, is_prng_key
 
 from discrete_kernels import NoiseShapes, StepNoise, diagnosis
 from discrete_kernels import validation as checks
-from discrete_kernels.kernel import kernel_signature, split_options
+from discrete_kernels.registration import kernel_signature, split_options
 from discrete_kernels.samplers import esh_dynamics as esh
 from discrete_kernels.samplers.esh import ESH as ESHSampler
 from discrete_kernels.samplers.esh import ESHChain, ESHInfo

@@ -22,9 +22,7 @@ them: one group (:func:`discrete_kernels.tables.joint_values`).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -33,12 +31,10 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 from numpyro import handlers
-from numpyro.infer import NUTS
 from numpyro.infer.gibbs import conditioned, discrete_latent_sites
 from numpyro.infer.hmc import HMCState, hmc
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.infer.util import constrain_fn, initialize_model, log_density, potential_energy
-from numpyro.primitives import Messenger
 from numpyro.util import is_prng_key
 
 from discrete_kernels._xp import categorical_from_uniform
@@ -48,15 +44,23 @@ from discrete_kernels.tables import (
     PLATE_CHECKED_COORDINATES,
     joint_values,
     plate_check_draws,
-    plate_table_mismatch,
     substitutions_at,
     summed_out_log_density,
     table_from_element_terms,
 )
 from discrete_kernels.validation import check_int
 
+from ._nuts import nuts_progress_text, nuts_settings, start_nuts
 from ._plates import element_terms_fn, plate_dims, plate_groups
 from ._prior_trace import prior_trace
+from ._summed_site import (
+    DropPlateTerms,
+    SummedGroups,
+    SummedPlan,
+    first_mismatch,
+    latent_values,
+    seeded,
+)
 from ._target import domain_of_site
 
 __all__ = ["MarginalNUTS", "MarginalNUTSState"]
@@ -80,82 +84,6 @@ class MarginalNUTSState(NamedTuple):
     diverging: Any
     hmc_state: HMCState
     rng_key: Any
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What the kernel sums out: the site, its shape, dtype, plates and values."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: Any
-    leaf_dims: tuple[tuple[str, int], ...]
-    domain: Any
-    split_reason: str | None
-    #: the plates among the site's axes where some axis is not one (groups), else None
-    group_dims: tuple[tuple[str, int], ...] | None
-    #: the model's sample sites (the terms the summed model masks are among them)
-    site_names: frozenset
-
-    @property
-    def low(self) -> int:
-        return int(self.domain.low)
-
-    @property
-    def num_values(self) -> int:
-        return int(self.domain.num_values)
-
-    @property
-    def dims(self) -> dict:
-        return dict(self.leaf_dims)
-
-
-@dataclass(frozen=True, eq=False)
-class _Groups:
-    """How a site that does not split by coordinate is summed: per element of its plates
-    ``dims`` over each group's joint values, or (no ``dims``) as one group over the site's."""
-
-    dims: dict
-    layout: GroupLayout
-    #: every joint value of a group, shape (M, *layout.value_shape)
-    values: jax.Array
-
-    @property
-    def count(self) -> int:
-        return int(self.values.shape[0])
-
-    def decode(self, codes: jax.Array) -> jax.Array:
-        """The site's value where group ``g`` takes joint value ``codes[g]``; ``codes`` of
-        shape ``layout.group_shape``, the result of the site's shape."""
-        flat = jnp.reshape(self.values, (self.count, -1))
-        inner = jnp.asarray(self.layout.inner_index())
-        return flat[jnp.broadcast_to(codes, self.layout.shape), inner]
-
-
-def _in_plates(frames: Any, leaf_dims: dict) -> bool:
-    """Whether a site's term is indexed by every plate of the leaf (it is in ``g``)."""
-    dims = {frame.name: frame.dim for frame in frames}
-    return all(dims.get(p) == d for p, d in leaf_dims.items())
-
-
-class _DropPlateTerms(Messenger):
-    """Masks every term of the model's own sites ``names`` indexed by the leaf's plates (those
-    :func:`element_terms_fn` sums): what remains is ``C``. The change-of-variables factors
-    NUTS's potential adds inside the model (``_x_log_det``) are not the model's sites: they
-    stay."""
-
-    def __init__(self, fn: Callable | None, leaf_dims: dict, names: frozenset) -> None:
-        self.leaf_dims = leaf_dims
-        self.names = names
-        super().__init__(fn)
-
-    def process_message(self, msg: dict) -> None:
-        if (
-            msg["type"] == "sample"
-            and msg["name"] in self.names
-            and _in_plates(msg["cond_indep_stack"], self.leaf_dims)
-        ):
-            msg["fn"] = msg["fn"].mask(False)
 
 
 class MarginalNUTS(MCMCKernel):
@@ -208,9 +136,9 @@ class MarginalNUTS(MCMCKernel):
         self._max_joint_values = check_int(
             "MarginalNUTS", "max_joint_values", max_joint_values, minimum=1
         )
-        self._plan: _Plan | None = None
+        self._plan: SummedPlan | None = None
         #: the groups summed jointly, where the site does not split by coordinate
-        self._groups: _Groups | None = None
+        self._groups: SummedGroups | None = None
         #: (the data's leaves, the conditional logits compiled for them)
         self._compiled_logits: tuple[list, Callable] | None = None
         self._nuts_settings = nuts_settings("MarginalNUTS", nuts_options)
@@ -219,7 +147,7 @@ class MarginalNUTS(MCMCKernel):
 
     # --- the marginal model
 
-    def _plan_for(self, trace: dict) -> _Plan:
+    def _plan_for(self, trace: dict) -> SummedPlan:
         """The plan for the model whose prior draw is ``trace``."""
         discrete = list(discrete_latent_sites(trace))
         name = self._site
@@ -245,7 +173,7 @@ class MarginalNUTS(MCMCKernel):
         groups = plate_groups(site) if reason is not None else None
         group_dims = None if groups is None else tuple(sorted(groups.items()))
         names = frozenset(n for n, s in trace.items() if s["type"] == "sample")
-        return _Plan(
+        return SummedPlan(
             name,
             tuple(value.shape),
             jnp.result_type(value),
@@ -266,10 +194,10 @@ class MarginalNUTS(MCMCKernel):
         fill = jnp.full(plan.shape, plan.low, plan.dtype)
         dims = plan.dims if self._groups is None else self._groups.dims
         with handlers.trace() as model_trace:
-            _DropPlateTerms(
+            DropPlateTerms(
                 handlers.condition(self._model, {plan.name: fill}), dims, plan.site_names
             )(*args, **kwargs)
-        values = _latent_values(model_trace, plan.name)
+        values = latent_values(model_trace, plan.name)
         with handlers.block():
             terms = self._logits_fn(args, kwargs)(values)
         numpyro.factor(f"_{plan.name}_summed_out", summed_out_log_density(jnp.zeros(()), terms))
@@ -310,7 +238,7 @@ class MarginalNUTS(MCMCKernel):
                     raise
         return self._summed_model
 
-    def _grouping(self, reason: str, trace: dict, args: tuple, kwargs: dict) -> _Groups:
+    def _grouping(self, reason: str, trace: dict, args: tuple, kwargs: dict) -> SummedGroups:
         """How to sum out the plan's site, which does not split by coordinate (``reason``):
         by plate element over each one's joint values where its terms split so, else over
         the site's joint values; a ValueError with the reasons where neither is possible."""
@@ -331,7 +259,7 @@ class MarginalNUTS(MCMCKernel):
                     f"max_joint_values={limit} joint values each"
                 )
             else:
-                self._groups = _Groups(dims, layout, jnp.asarray(values, plan.dtype))
+                self._groups = SummedGroups(dims, layout, jnp.asarray(values, plan.dtype))
                 mismatch = self._group_split_mismatch(trace, args, kwargs)
                 if mismatch is None:
                     return self._groups
@@ -344,7 +272,7 @@ class MarginalNUTS(MCMCKernel):
                 f"over its joint values: more than max_joint_values={limit}."
             )
         whole = GroupLayout(plan.shape, tuple(range(len(plan.shape))))
-        return _Groups({}, whole, jnp.asarray(joint, plan.dtype))
+        return SummedGroups({}, whole, jnp.asarray(joint, plan.dtype))
 
     @property
     def joint_values(self) -> jax.Array | None:
@@ -369,8 +297,8 @@ class MarginalNUTS(MCMCKernel):
         assert plan is not None
         dims, shape = (plan.dims, plan.shape) if groups is None else (
             groups.dims, groups.layout.group_shape)  # fmt: skip
-        seeded = _seeded(conditioned(self._model))
-        return element_terms_fn(seeded, names, 0, dims, shape, args, kwargs)
+        model = seeded(conditioned(self._model))
+        return element_terms_fn(model, names, 0, dims, shape, args, kwargs)
 
     def _terms(self, values: dict, args: tuple, kwargs: dict) -> jax.Array:
         """``g_i(v)`` at the continuous ``values``: shape (n..., S), or (*group_shape, M)."""
@@ -407,8 +335,8 @@ class MarginalNUTS(MCMCKernel):
         only; one compiled program for the three)."""
         plan = self._plan
         assert plan is not None
-        values = _latent_values(trace, plan.name)
-        masked = _DropPlateTerms(self._model, plan.dims, plan.site_names)
+        values = latent_values(trace, plan.name)
+        masked = DropPlateTerms(self._model, plan.dims, plan.site_names)
         chosen, others = plate_check_draws(plan.domain, plan.shape, seed=0)
         start = jnp.asarray(trace[plan.name]["value"], plan.dtype)
         states = jnp.stack([start, *(jnp.asarray(o, plan.dtype) for o in others)])
@@ -431,7 +359,7 @@ class MarginalNUTS(MCMCKernel):
             exact = jax.vmap(full)(changes).reshape(len(chosen), -1)
             return rows, exact, full(state)
 
-        return _first_mismatch(lambda: self._terms(values, args, kwargs), compare, states)
+        return first_mismatch(lambda: self._terms(values, args, kwargs), compare, states)
 
     def _group_split_mismatch(self, trace: dict, args: tuple, kwargs: dict) -> str | None:
         """Why the model's log density does not split as ``C + sum_i g_i(x_i)`` over the
@@ -441,8 +369,8 @@ class MarginalNUTS(MCMCKernel):
         terms plus the group's table entry (setup only; one compiled program)."""
         plan, groups = self._plan, self._groups
         assert plan is not None and groups is not None
-        values = _latent_values(trace, plan.name)
-        masked = _DropPlateTerms(self._model, groups.dims, plan.site_names)
+        values = latent_values(trace, plan.name)
+        masked = DropPlateTerms(self._model, groups.dims, plan.site_names)
         layout = groups.layout
         num_groups = int(np.prod(layout.group_shape))
         rng = np.random.default_rng(0)
@@ -486,7 +414,7 @@ class MarginalNUTS(MCMCKernel):
             return predicted, exact, full(state)
 
         table = partial(self.conditional_logits, values, args, kwargs)
-        return _first_mismatch(table, compare, states)
+        return first_mismatch(table, compare, states)
 
     # --- MCMCKernel
 
@@ -609,92 +537,3 @@ class MarginalNUTS(MCMCKernel):
             return {**out, plan.name: z[plan.name]}
 
         return fn
-
-
-def nuts_progress_text(hmc_state: HMCState) -> str:
-    """NUTS's progress-bar text: steps, step size, acceptance."""
-    return (
-        f"{hmc_state.num_steps} steps of size {hmc_state.adapt_state.step_size:.2e}. "
-        f"acc. prob={hmc_state.mean_accept_prob:.2f}"
-    )
-
-
-def start_nuts(
-    nuts_init: Callable,
-    settings: dict,
-    params: dict,
-    num_warmup: int,
-    model_args: tuple,
-    model_kwargs: dict,
-    rng_key: jax.Array,
-) -> HMCState:
-    """NUTS's state at ``params`` (unconstrained) from its functional ``init_kernel`` and
-    :func:`nuts_settings` (without ``init_strategy`` and ``kinetic_fn``); a boolean
-    ``dense_mass`` becomes NUTS's structural form (one block of every site, or none)."""
-    dense_mass = settings["dense_mass"]
-    if isinstance(dense_mass, bool):
-        dense_mass = [tuple(sorted(params))] if dense_mass else []
-    return nuts_init(
-        params,
-        num_warmup=num_warmup,
-        model_args=model_args,
-        model_kwargs=model_kwargs,
-        rng_key=rng_key,
-        **{**settings, "dense_mass": dense_mass},
-    )
-
-
-def nuts_settings(owner: str, options: dict) -> dict:
-    """NUTS's options (the names and defaults of :class:`numpyro.infer.NUTS`), with
-    ``options`` over the defaults; an unknown name is an error."""
-    parameters = inspect.signature(NUTS.__init__).parameters
-    defaults = {
-        name: p.default
-        for name, p in parameters.items()
-        if name not in ("self", "model", "potential_fn")
-    }
-    unknown = sorted(set(options) - set(defaults))
-    if unknown:
-        raise TypeError(f"{owner}: unknown NUTS options {unknown}; NUTS takes {sorted(defaults)}.")
-    settings = {**defaults, **options}
-    if isinstance(settings["step_size"], int):
-        settings["step_size"] = float(settings["step_size"])
-    return settings
-
-
-def _first_mismatch(table_fn: Callable, compare: Callable, states: jax.Array) -> str | None:
-    """The first reason :func:`plate_table_mismatch` gives at the checked ``states`` (stacked),
-    or None: ``compare(table, state) -> (predicted rows, exact rows, log density at state)``
-    with ``table = table_fn()``, all in one compiled program."""
-
-    @jax.jit
-    def check() -> tuple:
-        table = table_fn()
-        return jax.lax.map(lambda state: compare(table, state), states)
-
-    rows, exact, at_states = (np.asarray(a, np.float64) for a in check())
-    for k in range(len(states)):
-        reason = plate_table_mismatch(rows[k], exact[k], float(at_states[k]))
-        if reason is not None:
-            return reason
-    return None
-
-
-def _seeded(model: Callable) -> Callable:
-    """``model`` under a fresh seed at each call. A ``scan`` in the model asks for a key, and
-    NumPyro's ``block`` (around the terms inside the summed model) fetches one from the seed
-    outside it: inside a compiled function that stores the function's tracer in the outer
-    seed, which then leaks. The key is unused: every site inside has its value."""
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        return handlers.seed(model, rng_seed=0)(*args, **kwargs)
-
-    return run
-
-
-def _latent_values(model_trace: dict, skip: str) -> dict:
-    return {
-        name: site["value"]
-        for name, site in model_trace.items()
-        if site["type"] == "sample" and not site["is_observed"] and name != skip
-    }

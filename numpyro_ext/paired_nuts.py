@@ -26,8 +26,8 @@ from discrete_kernels.samplers.paired import (
     check_pair_options,
 )
 
+from ._nuts import nuts_progress_text, nuts_settings, start_nuts
 from ._once import run_once
-from .marginal import nuts_progress_text, nuts_settings, start_nuts
 from .paired import (
     Pair,
     frozen_check,

@@ -18,6 +18,7 @@ import torch
 from discrete_kernels import ChainState, LocalFnByLeaf, LocalFnWithTerms, Sampler, Sites
 from discrete_kernels import sites as site_rules
 from discrete_kernels import validation as checks
+from discrete_kernels.minibatch import check_minibatch
 from discrete_kernels.sites import SiteOptions, check_preconditioners
 
 from ._auto_exact import check_gradient_sites
@@ -248,7 +249,7 @@ def setup_model(
     leaves = site_rules.with_windows(owner, leaves, options.window)
     minibatch = subsample_plates(model_trace)
     if minibatch:
-        site_rules.check_minibatch(
+        check_minibatch(
             owner,
             sampler.minibatch_refusal(),
             minibatch,

@@ -21,13 +21,13 @@ from torch.distributions import constraints
 from discrete_kernels import Binary, Categorical, Domain
 from discrete_kernels import sites as site_rules
 from discrete_kernels.domains import as_domain, as_finite
+from discrete_kernels.minibatch import SubsamplePlate
 from discrete_kernels.sites import (
     EXACT,
     GRADIENT,
     ONE_HOT_GRADIENT,
     PLATE,
     LeafSpec,
-    SubsamplePlate,
 )
 from discrete_kernels.tables import single_site_substitutions, table_from_element_terms
 

@@ -22,7 +22,7 @@ from pyro.infer.mcmc.mcmc_kernel import MCMCKernel
 
 from discrete_kernels import PYTHON_CONTROL, ChainState, NoiseShapes, Sampler, StepNoise, diagnosis
 from discrete_kernels import validation as checks
-from discrete_kernels.kernel import bind_sampler
+from discrete_kernels.registration import bind_sampler
 from discrete_kernels.sites import kernel_options
 from discrete_kernels.warmup import Feedback, run_phases, start_phases
 

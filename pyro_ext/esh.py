@@ -15,7 +15,7 @@ from pyro.ops.integrator import potential_grad
 
 from discrete_kernels import PYTHON_CONTROL, NoiseShapes, StepNoise, diagnosis
 from discrete_kernels import validation as checks
-from discrete_kernels.kernel import kernel_signature, split_options
+from discrete_kernels.registration import kernel_signature, split_options
 from discrete_kernels.samplers.esh import ESH as ESHSampler
 from discrete_kernels.samplers.esh import ESHAdaptState, ESHChain, ESHInfo
 from discrete_kernels.warmup import Feedback, run_phases

@@ -92,7 +92,8 @@ from .ab_tuner import (
     ab_tuner_update,
     jump_distance,
 )
-from .dlp import DMALA, dlp_propose
+from .dlp import DMALA
+from .dlp_proposal import dlp_propose
 
 __all__ = [
     "AB",

@@ -11,7 +11,7 @@ from .._xp import Array, array_namespace, sum_of
 from ..domains import Domain
 from ..kernel import ChainState, LocalFn, propose
 from .ab_linalg import QuadraticProposal, flatten_leaves, split_flat
-from .dlp import dlp_leaf_log_prob, dlp_leaf_logits, dlp_leaf_sample
+from .dlp_proposal import dlp_leaf_log_prob, dlp_leaf_logits, dlp_leaf_sample
 
 __all__ = ["ab_quadratic_logits", "ab_quadratic_propose", "ab_reverse_noise"]
 

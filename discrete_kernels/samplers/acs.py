@@ -28,12 +28,11 @@ from .acs_schedule import (
     ACSTunerState,
     acs_cycle_advance,
     acs_finish_tuning,
-    acs_step_parameters,
     acs_tuner_init,
-    acs_tuner_update,
     cyclical_step_size,
     tuning_steps,
 )
+from .acs_tuner import acs_step_parameters, acs_tuner_update
 from .dlp import DLPSampler
 
 __all__ = ["ACS", "ACSInfo", "ACSPCDSchedule", "ACSPCDState", "PCD_RETUNE_CYCLES"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import discrete_kernels as dk
-from discrete_kernels.samplers import acs, acs_schedule
+from discrete_kernels.samplers import acs, acs_schedule, acs_tuner
 
 from .targets import ALL_TARGETS
 from .transition import transition_matrix
@@ -65,7 +65,7 @@ def _tune(xp, dtype, uniforms, accepts, jit=False):
     def step(carry, inputs):
         chain, tuner, i = carry
         u, a = inputs
-        alpha, beta, metropolis = acs_schedule.acs_step_parameters(tuner, CONFIG)
+        alpha, beta, metropolis = acs_tuner.acs_step_parameters(tuner, CONFIG)
         chain, info = dk.dlp.dlp_step(
             chain,
             [u],
@@ -77,7 +77,7 @@ def _tune(xp, dtype, uniforms, accepts, jit=False):
             balance=beta,
             metropolis=metropolis,
         )
-        tuner = acs_schedule.acs_warmup_update(tuner, info.accept_prob, CONFIG, i, n)
+        tuner = acs_tuner.acs_warmup_update(tuner, info.accept_prob, CONFIG, i, n)
         return (chain, tuner, i + 1), None
 
     if jit:
@@ -137,7 +137,7 @@ def test_short_warmup_ends_the_tuning_with_a_valid_cycle():
     chain = dk.ChainState((x,), f, local)
     tuner = acs_schedule.acs_tuner_init(CONFIG, np.float64(1.0))
     for i in range(n):
-        alpha, beta, metropolis = acs_schedule.acs_step_parameters(tuner, CONFIG)
+        alpha, beta, metropolis = acs_tuner.acs_step_parameters(tuner, CONFIG)
         chain, info = dk.dlp.dlp_step(
             chain,
             [rng.uniform(size=d)],
@@ -149,7 +149,7 @@ def test_short_warmup_ends_the_tuning_with_a_valid_cycle():
             balance=beta,
             metropolis=metropolis,
         )
-        tuner = acs_schedule.acs_warmup_update(tuner, info.accept_prob, CONFIG, np.int64(i), n)
+        tuner = acs_tuner.acs_warmup_update(tuner, info.accept_prob, CONFIG, np.int64(i), n)
     assert int(tuner.phase) == 5
     assert tuner.alpha_min <= tuner.alpha_max
     assert np.all(np.diff(tuner.beta_schedule) <= 0)
@@ -158,7 +158,7 @@ def test_short_warmup_ends_the_tuning_with_a_valid_cycle():
     full = advanced = tuner
     for i in range(n, n + 3 * CONFIG.steps_per_cycle):
         accept_prob = np.float64(rng.uniform())
-        full = acs_schedule.acs_warmup_update(full, accept_prob, CONFIG, np.int64(i), n)
+        full = acs_tuner.acs_warmup_update(full, accept_prob, CONFIG, np.int64(i), n)
         advanced = acs_schedule.acs_cycle_advance(advanced)
         for name, a, b in zip(full._fields, full, advanced):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=name)
@@ -186,9 +186,9 @@ def _tune_on_acceptance_curve(config, accept_of_alpha, domain_scale=0.0):
     tuner = acs_schedule.acs_tuner_init(config, np.float64(1.0), domain_scale=domain_scale)
     n = acs_schedule.tuning_steps(config)
     for i in range(n):
-        alpha, _, _ = acs_schedule.acs_step_parameters(tuner, config)
+        alpha, _, _ = acs_tuner.acs_step_parameters(tuner, config)
         accept = np.float64(accept_of_alpha(float(alpha)))
-        tuner = acs_schedule.acs_warmup_update(tuner, accept, config, np.int64(i), n)
+        tuner = acs_tuner.acs_warmup_update(tuner, accept, config, np.int64(i), n)
     return tuner
 
 
@@ -262,9 +262,9 @@ def _tune_on_log_density(config, log_density_at, num_warmup, accept_of_alpha=Non
     phases = []
     for i in range(num_warmup):
         phases.append(int(tuner.phase))
-        alpha, beta, _ = acs_schedule.acs_step_parameters(tuner, config)
+        alpha, beta, _ = acs_tuner.acs_step_parameters(tuner, config)
         accept = 0.5 if accept_of_alpha is None else accept_of_alpha(float(alpha), float(beta))
-        tuner = acs_schedule.acs_warmup_update(
+        tuner = acs_tuner.acs_warmup_update(
             tuner,
             np.float64(accept),
             config,

@@ -114,6 +114,6 @@ def test_the_step_test_catches_a_wrong_reverse_proposal(monkeypatch):
         proposal, forward, _ = original(state, local_fn, logits_at, sample, log_prob)
         return proposal, forward, log_prob(proposal.x, state.x, logits_at(state, state))
 
-    monkeypatch.setattr(dk.samplers.dlp, "propose", stale_reverse)
+    monkeypatch.setattr(dk.samplers.dlp_proposal, "propose", stale_reverse)
     with pytest.raises(AssertionError):
         test_every_spec_steps_by_its_transition_matrix("DMALA")

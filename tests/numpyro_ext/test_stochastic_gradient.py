@@ -18,7 +18,7 @@ from numpyro.handlers import scale, seed, substitute, trace
 from numpyro.infer import MCMC
 
 import numpyro_ext as nx
-from discrete_kernels.sites import SubsamplePlate
+from discrete_kernels.minibatch import SubsamplePlate
 from numpyro_ext import _setup
 from numpyro_ext.driver import minibatch_key
 from tests.sg_theory import (
