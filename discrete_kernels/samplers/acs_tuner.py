@@ -60,7 +60,6 @@ chain moves by the usual MH rule throughout phases 1-4, so it stays a valid MCMC
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 from array_api_compat import device as _device
 
@@ -90,7 +89,6 @@ from .acs_schedule import (
 )
 
 __all__ = [
-    "SearchRound",
     "acs_step_parameters",
     "acs_tuner_update",
     "acs_warmup_update",
@@ -203,24 +201,6 @@ def _trend_update(
     return mean, squares, previous_mean, rising
 
 
-class SearchRound(NamedTuple):
-    """The searches' fields of :class:`~discrete_kernels.samplers.acs_schedule.ACSTunerState`
-    after one step of a round (:func:`search_round`)."""
-
-    best_gap: Array
-    best_accept: Array
-    best_value: Array
-    alpha_min: Array
-    alpha_max: Array
-    rho: Array
-    round_above: Array
-    round_below: Array
-    bracketed: Array
-    width: Array
-    direction: Array
-    beta_schedule: Array
-
-
 def search_round(
     state: ACSTunerState,
     config: ACSConfig,
@@ -228,11 +208,12 @@ def search_round(
     beta: Array,
     accept_prob: Array,
     count: Array,
-) -> SearchRound:
+) -> ACSTunerState:
     """One step of a search round (phases 2-4): the candidate ``(alpha, beta)`` just tried had
     expected acceptance ``accept_prob``; ``count`` is the phase's step count after it. Keeps
     the round's best candidate, and at the round's end moves the bound it searched (the
-    range search also its direction, bracket and width; Alg. 5 its balance)."""
+    range search also its direction, bracket and width; Alg. 5 its balance). Returns
+    ``state`` with the searches' fields updated (the others as they were)."""
     xp = array_namespace(state.alpha_min)
     t = config.num_candidates
     s = config.steps_per_cycle
@@ -289,19 +270,19 @@ def search_round(
     # a new round starts from scratch
     best_gap = xp.where(round_done, xp.full_like(best_gap, math.inf), best_gap)
     best_accept = xp.where(round_done, xp.full_like(best_accept, -1.0), best_accept)
-    return SearchRound(
-        best_gap,
-        best_accept,
-        best_value,
-        alpha_min,
-        alpha_max,
-        rho,
-        round_above,
-        round_below,
-        bracketed,
-        width,
-        direction,
-        beta_schedule,
+    return state._replace(
+        best_gap=best_gap,
+        best_accept=best_accept,
+        best_value=best_value,
+        alpha_min=alpha_min,
+        alpha_max=alpha_max,
+        rho=rho,
+        round_above=round_above,
+        round_below=round_below,
+        bracketed=bracketed,
+        width=width,
+        direction=direction,
+        beta_schedule=beta_schedule,
     )
 
 
@@ -328,20 +309,11 @@ def acs_tuner_update(
     phase, count = state.phase, state.count + 1
     alpha, beta, _ = acs_step_parameters(state, config)
     accept_prob = xp.where(xp.isnan(accept_prob), xp.zeros_like(accept_prob), accept_prob)
-    (
-        best_gap,
-        best_accept,
-        best_value,
-        alpha_min,
-        alpha_max,
-        rho,
-        round_above,
-        round_below,
-        bracketed,
-        width,
-        direction,
-        beta_schedule,
-    ) = search_round(state, config, alpha, beta, accept_prob, count)
+    searched = search_round(state, config, alpha, beta, accept_prob, count)
+    # the fields the phase change below moves on from the search's values
+    alpha_min, alpha_max, rho = searched.alpha_min, searched.alpha_max, searched.rho
+    direction, bracketed = searched.direction, searched.bracketed
+    beta_schedule = searched.beta_schedule
 
     phase_length = [
         config.burnin_steps,
@@ -424,28 +396,20 @@ def acs_tuner_update(
     beta_schedule = xp.where(restart, xp.full_like(beta_schedule, config.beta_max), beta_schedule)
     bracketed = bracketed & ~restart
     rho = xp.where(restart, xp.zeros_like(rho), rho)
-    return ACSTunerState(
+    return searched._replace(
         phase=new_phase,
         count=count,
         alpha_min=alpha_min,
         alpha_max=alpha_max,
         rho=rho,
-        best_gap=best_gap,
-        best_value=best_value,
-        best_accept=best_accept,
         beta_schedule=beta_schedule,
         cycle_position=cycle_position,
         direction=direction,
         bracketed=bracketed,
-        width=width,
-        alpha_limit=state.alpha_limit,
-        round_above=round_above,
-        round_below=round_below,
         burnin_alpha=burnin_alpha,
         burnin_log_avg=burnin_log_avg,
         burnin_error_sum=burnin_error_sum,
         burnin_count=burnin_count,
-        alpha_max_start=state.alpha_max_start,
         tuning_step=xp.where(phase == DONE, state.tuning_step, state.tuning_step + 1),
         window_sum=window_sum,
         window_sq=window_sq,
