@@ -103,6 +103,9 @@ def test_a_gaussian_conditional_is_proposed_exactly(form):
     assert accept.min() > 0.999
 
 
+@pytest.mark.slow  # 13 s; the default run has PairedGibbs beside NUTS against an exact answer
+# (test_with_nuts_matches_the_exact_posterior_with_an_unknown_scale[Gibbs]) and this model
+# with PairedNUTS (below)
 def test_beside_nuts_matches_the_variable_selection_reference():
     # the suite's variable selection model (Student-t likelihood, unknown noise scale) at
     # its reduced size: the pairs in one Gibbs block, NUTS on sigma
