@@ -7,12 +7,14 @@ of DMALA, GWG, AB and ACS; each trainer runs ``--iterations`` iterations per cal
 warm-up call (compilation), the calls interleaved over ``--repeats`` repeats; printed are the
 medians per iteration and the ratio torch / JAX. The torch trainer steps all chains at once
 (DMALA, GWG and AB-1st as the rows of one leaf, ``Sites.chains_in_rows``; ACS with
-``torch.func.vmap`` of the spec's one-chain step).
+``torch.func.vmap`` of the spec's one-chain step), eagerly and with ``torch_compile=True``
+(each iteration one ``torch.compile`` program; not for ACS's PCD schedule).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -67,7 +69,7 @@ def time_kernel(name: str, args: argparse.Namespace, data: np.ndarray) -> dict:
         )
         jax.block_until_ready(result.params)
 
-    def run_torch(seed: int, length: int) -> None:
+    def run_torch(seed: int, length: int, compiled: bool = False) -> None:
         torch.manual_seed(seed)
         tebm.train(
             torch_rbm,
@@ -77,9 +79,12 @@ def time_kernel(name: str, args: argparse.Namespace, data: np.ndarray) -> dict:
             num_steps=length,
             batch_size=args.chains,
             progress_bar=False,
+            torch_compile=compiled,
         )
 
     runs = {"JAX": run_jax, "torch": run_torch}
+    if name != "ACS":  # ACS's PCD schedule runs eagerly only
+        runs["compiled"] = lambda seed, length: run_torch(seed, length, compiled=True)
     for run in runs.values():
         run(0, args.iterations)  # compile / warm up
     times: dict[str, list[float]] = {backend: [] for backend in runs}
@@ -112,7 +117,15 @@ def main() -> None:
     for name in args.kernels.split(","):
         times = time_kernel(name, args, data)
         j, t = np.median(times["JAX"]), np.median(times["torch"])
-        rows.append(f"| {name} | {1e3 * j:.2f} | {1e3 * t:.2f} | {t / j:.2f} |")
+        c = np.median(times["compiled"]) if "compiled" in times else math.nan
+        cells = [
+            f"{1e3 * j:.2f}",
+            f"{1e3 * t:.2f}",
+            f"{t / j:.2f}",
+            f"{1e3 * c:.2f}",
+            f"{c / j:.2f}",
+        ]
+        rows.append(f"| {name} | {' | '.join(cells)} |")
         print(rows[-1], flush=True)
     text = "\n".join(
         [
@@ -121,8 +134,9 @@ def main() -> None:
             f"average {os.getloadavg()[0]:.1f} at the end; torch threads "
             f"{torch.get_num_threads()}.",
             "",
-            "| kernel | JAX ms/it | torch ms/it | torch / JAX |",
-            "| --- | --- | --- | --- |",
+            "| kernel | JAX ms/it | torch ms/it | torch / JAX | torch_compile=True ms/it "
+            "| compiled / JAX |",
+            "| --- | --- | --- | --- | --- | --- |",
             *rows,
         ]
     )

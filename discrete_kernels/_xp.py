@@ -281,9 +281,13 @@ def host_number(x: Any) -> Any:
 
 
 def _in_torch_transform(x: Any) -> bool:
-    """Whether ``x`` is a tensor inside a ``torch.func`` transform (``vmap``, ``grad``), which
-    cannot be read as a number."""
-    return bool(sys.modules["torch"]._C._functorch.is_functorch_wrapped_tensor(x))
+    """Whether ``x`` is a tensor inside a ``torch.func`` transform (``vmap``, ``grad``) or
+    traced by ``torch.compile`` (a read would split the compiled program), which cannot be read
+    as a number."""
+    torch = sys.modules["torch"]
+    if torch.compiler.is_compiling():
+        return True
+    return bool(torch._C._functorch.is_functorch_wrapped_tensor(x))
 
 
 class PythonFloats:

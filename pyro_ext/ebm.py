@@ -18,7 +18,8 @@ which lets :func:`pyro_ext.distributed.train` split the rows over processes and 
 one-process run (:class:`Rows`).
 
 This module has the ready-made energies and the training loop; the negative phase's chains
-are in ``pyro_ext._ebm_chains`` and UCD's coupled chains in ``pyro_ext._ucd``.
+are in ``pyro_ext._ebm_chains``, UCD's coupled chains in ``pyro_ext._ucd``, and
+``train(..., torch_compile=True)``'s compiled iteration in ``pyro_ext._ebm_compiled``.
 """
 
 from __future__ import annotations
@@ -48,14 +49,12 @@ from discrete_kernels.ebm import (
 from discrete_kernels.samplers.acs import ACSPCDState
 from discrete_kernels.validation import check_int
 
-from ._ebm_chains import (
-    ONE_PROCESS,
-    Rows,
-    acs_pcd_steps,
-    block_gibbs,
-    check_closed_form_gradient,
-    kernel_steps,
-    site_gibbs,
+from ._ebm_chains import ONE_PROCESS, Rows, acs_pcd_steps, check_closed_form_gradient
+from ._ebm_compiled import (
+    check_compilable,
+    compiled_iteration,
+    negative_samples,
+    set_gradients,
 )
 from ._ucd import ucd_negative
 from .driver import DiscreteKernel
@@ -227,6 +226,19 @@ def _check_inputs(energy: nn.Module, data: torch.Tensor, method: Any) -> None:
         check_closed_form_gradient(energy, data[:3])
 
 
+def restarted(
+    chains: torch.Tensor, data: torch.Tensor, reinit_prob: float, rows: Rows
+) -> torch.Tensor:
+    """PCD's buffer ``chains`` (C, d) with each chain replaced by a random data row with
+    probability ``reinit_prob`` (nothing drawn at 0, the default)."""
+    if reinit_prob == 0:
+        return chains
+    all_chains = rows.total(chains.shape[0])
+    restart = rows.keep(torch.rand(all_chains, device=data.device)) < reinit_prob
+    fresh_rows = torch.randint(0, data.shape[0], (all_chains,), device=data.device)
+    return torch.where(restart[:, None], data[rows.keep(fresh_rows)], chains)
+
+
 def train(
     energy: nn.Module,
     data: Any,
@@ -240,11 +252,16 @@ def train(
     progress_bar: bool = True,
     resume: EBMResult | None = None,
     rows: Rows = ONE_PROCESS,
+    torch_compile: bool = False,
 ) -> EBMResult:
     """Train ``energy`` (in place) on binary ``data`` (N, d) by ``method``; options as
     :func:`numpyro_ext.ebm.train` (``evaluate(energy)`` instead of ``evaluate(params)``).
     ``rows`` is for :func:`pyro_ext.distributed.train`: ``batch_size`` and PCD's ``num_chains``
-    are then this process's block of the run's (:class:`Rows`; not with UCD)."""
+    are then this process's block of the run's (:class:`Rows`; not with UCD). ``torch_compile=True``
+    runs each CD or PCD iteration (the negative phase's chains, both phases' energies and the
+    parameters' gradient) as one ``torch.compile`` program (:mod:`pyro_ext._ebm_compiled`):
+    it compiles at the first iteration (seconds) and needs a C++ compiler; not with UCD or
+    ACS's PCD schedule."""
     from tqdm.auto import trange
 
     check_method(method)
@@ -253,6 +270,8 @@ def train(
             "train: UCD cannot split one run's rows over processes (each pair's coupled steps "
             "run until it meets); run each process from its own stream (rows left out)."
         )
+    if not isinstance(torch_compile, bool):
+        raise ValueError(f"train: torch_compile must be True or False, got {torch_compile!r}.")
     num_steps = check_int("train", "num_steps", num_steps, minimum=0)
     batch_size = check_int("train", "batch_size", batch_size, minimum=1)
     # the data go where the energy's parameters are, in their floating dtype
@@ -294,6 +313,11 @@ def train(
             if acs_schedule:
                 buffer = sampler.spec.pcd_schedule().init(buffer)  # type: ignore[union-attr]
         done, history = 0, {}
+    compiled = None
+    if torch_compile:
+        check_compilable(method, acs_schedule)
+        steps = method.k if isinstance(method, CD) else method.steps
+        compiled = compiled_iteration(energy, sampler, steps, rows)
     records: dict[str, list] = {}
     objective = math.nan
     bar = trange(num_steps, disable=not progress_bar, desc="EBM")
@@ -308,40 +332,37 @@ def train(
             if isinstance(method, CD):
                 start, steps = batch, method.k
             else:
-                all_chains = rows.total(num_chains)
-                restart = rows.keep(torch.rand(all_chains, device=data.device))
-                restart = restart < method.reinit_prob
-                fresh_rows = torch.randint(0, num_data, (all_chains,), device=data.device)
-                fresh = data[rows.keep(fresh_rows)]
                 chains = buffer.buffer if acs_schedule else buffer
-                start, steps = torch.where(restart[:, None], fresh, chains), method.steps
+                start, steps = restarted(chains, data, method.reinit_prob, rows), method.steps
             if acs_schedule:
                 assert isinstance(sampler, DiscreteKernel)
                 samples, info["accept_prob"], buffer = acs_pcd_steps(
                     sampler, energy, buffer._replace(buffer=start), steps, rows
                 )
-            elif isinstance(sampler, BlockGibbs):
-                with torch.no_grad():
-                    samples = block_gibbs(energy, start, steps, rows)  # type: ignore[arg-type]
-            elif isinstance(sampler, SiteGibbs):
-                with torch.no_grad():
-                    samples = site_gibbs(energy, start, steps, rows)
+            elif compiled is not None:
+                samples, info["accept_prob"], gap, gradients = compiled(start, batch)
             else:
-                assert isinstance(sampler, DiscreteKernel)
-                samples, info["accept_prob"], _ = kernel_steps(
-                    sampler, energy, start, steps, rows=rows
-                )
+                samples, info["accept_prob"] = negative_samples(sampler, energy, start, steps, rows)
             if isinstance(method, PCD) and not acs_schedule:
                 buffer = samples
-            negative = energy(samples.detach()).mean()
-        positive = energy(batch).mean()
+            negative = None
         optimizer.zero_grad()
-        (positive - negative).backward()
+        if compiled is not None:
+            set_gradients(energy, gradients)
+        else:
+            if negative is None:  # one forward pass for both phases (eager torch pays per op)
+                energies = energy(torch.cat([batch, samples.detach()]))
+                positive = energies[: batch.shape[0]].mean()
+                negative = energies[batch.shape[0] :].mean()
+            else:
+                positive = energy(batch).mean()
+            gap = positive - negative
+            gap.backward()
         optimizer.step()
         if resume is None and i == 0:  # read once: NaN parameters are refused, not returned
             finite = all(bool(torch.isfinite(p).all()) for p in energy.parameters())
             check_first_update(finite, 1)
-        info["energy_gap"] = (positive - negative).detach()  # read on the host at the end
+        info["energy_gap"] = gap.detach()  # read on the host at the end
         step = done + i + 1
         value = math.nan
         if evaluate is not None and (step % eval_every == 0 or i == num_steps - 1):

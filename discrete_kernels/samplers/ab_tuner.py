@@ -115,14 +115,16 @@ def _probe_factors(state: ABTunerState, config: ABConfig) -> tuple[Array, Array]
     ``(1 - gamma)^e`` with ``e = 2^k`` after ``k`` consecutive wins that way (else 1)."""
     xp = array_namespace(state.rate)
     streak = xp.where(state.coordinate == 0, state.sigma_streak, state.balance_streak)
-    cap = config.max_doublings
+    # arrays, not Python numbers: array_api_compat's torch `minimum` and `where` type a
+    # number through torch.result_type, which splits a torch.compile program
+    cap = xp.full_like(streak, config.max_doublings)
+    one = xp.ones_like(state.rate)
     up_power = xp.where(
-        streak > 0, 2.0 ** xp.astype(xp.minimum(streak, cap), state.rate.dtype), 1.0
+        streak > 0, 2.0 ** xp.astype(xp.minimum(streak, cap), state.rate.dtype), one
     )
     down_power = xp.where(
-        streak < 0, 2.0 ** xp.astype(xp.minimum(-streak, cap), state.rate.dtype), 1.0
+        streak < 0, 2.0 ** xp.astype(xp.minimum(-streak, cap), state.rate.dtype), one
     )
-    one = xp.ones_like(state.rate)
     return (one + state.rate) ** up_power, (one - state.rate) ** down_power
 
 

@@ -1,0 +1,122 @@
+"""``train(..., torch_compile=True)``: one CD or PCD iteration of the torch EBM trainer (the
+negative phase's chains, both phases' energies and the gradient of their gap with respect to
+the parameters) as one ``torch.compile`` program.
+
+Eager torch pays a few microseconds per operation, and a PCD iteration of a small model is a
+few hundred small operations (``docs/ebm.md``); compiled, it is one call. The gradient is taken
+with ``torch.func.grad_and_value`` of ``torch.func.functional_call`` instead of ``backward()``,
+because a backward pass splits a compiled program in two; the optimiser's step stays eager, as
+the user's optimiser (and learning-rate scheduler) may change its state between iterations.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+from discrete_kernels.ebm import CD, PCD, UCD, BlockGibbs, SiteGibbs
+
+from ._ebm_chains import Rows, block_gibbs, kernel_steps, site_gibbs
+from .driver import DiscreteKernel
+
+#: what ``torch.compile`` prints while it traces the library's array-API code, which is
+#: harmless here: the cached helpers only classify array types
+_TRACE_NOISE = (
+    ".*Dynamo detected a call to a `functools.lru_cache`-wrapped function.*",
+    ".*Profiler function .* will be ignored.*",
+)
+
+
+def negative_samples(
+    sampler: Any, energy: nn.Module, start: torch.Tensor, steps: int, rows: Rows
+) -> tuple[torch.Tensor, Any]:
+    """``steps`` steps of ``sampler`` from ``start`` (C, d): ``(samples (C, d), mean accept
+    probability or NaN for the Gibbs samplers)``; ACS's PCD schedule is not here."""
+    if isinstance(sampler, BlockGibbs):
+        with torch.no_grad():
+            return block_gibbs(energy, start, steps, rows), math.nan  # type: ignore[arg-type]
+    if isinstance(sampler, SiteGibbs):
+        with torch.no_grad():
+            return site_gibbs(energy, start, steps, rows), math.nan
+    assert isinstance(sampler, DiscreteKernel)
+    samples, accept_prob, _ = kernel_steps(sampler, energy, start, steps, rows=rows)
+    return samples, accept_prob
+
+
+def check_compilable(method: Any, acs_schedule: bool) -> None:
+    """Refuse ``torch_compile=True`` where an iteration's work depends on its random numbers."""
+    if isinstance(method, UCD):
+        raise ValueError(
+            "train: torch_compile=True does not apply to UCD (its coupled chains run until they "
+            "meet, a different number of steps each iteration); pass torch_compile=False."
+        )
+    if acs_schedule:
+        raise ValueError(
+            "train: torch_compile=True does not apply to PCD with ACS (its schedule changes the "
+            "step's parameters from one iteration to the next and re-tunes the cycle with "
+            "Python control flow); pass torch_compile=False."
+        )
+    if not isinstance(method, (CD, PCD)):  # pragma: no cover - check_method refused it
+        raise ValueError(f"train: torch_compile=True: unknown method {method!r}.")
+
+
+@contextmanager
+def quiet_tracing():
+    """``torch.compile``'s notes on the library's array-API helpers, silenced."""
+    with warnings.catch_warnings():
+        for message in _TRACE_NOISE:
+            warnings.filterwarnings("ignore", message=message)
+        yield
+
+
+def compiled_iteration(
+    energy: nn.Module, sampler: Any, steps: int, rows: Rows
+) -> Callable[[torch.Tensor, torch.Tensor], tuple]:
+    """``(start (C, d), batch (B, d)) -> (samples (C, d), accept probability, energy gap,
+    gradients)`` as one compiled program, the gradients (one per parameter that requires it,
+    in ``named_parameters`` order) of ``mean E(batch) - mean E(samples)``, the gap itself a
+    scalar; the parameters are read from ``energy`` at every call."""
+
+    def energy_gap(params: dict, batch: torch.Tensor, samples: torch.Tensor) -> torch.Tensor:
+        # one forward pass for both phases (energies are per row)
+        energies = torch.func.functional_call(energy, params, (torch.cat([batch, samples]),))
+        return energies[: batch.shape[0]].mean() - energies[batch.shape[0] :].mean()
+
+    gradient_and_gap = torch.func.grad_and_value(energy_gap)
+
+    def iteration(params: dict, start: torch.Tensor, batch: torch.Tensor) -> tuple:
+        samples, accept_prob = negative_samples(sampler, energy, start, steps, rows)
+        gradients, gap = gradient_and_gap(params, batch, samples.detach())
+        return samples, accept_prob, gap, gradients
+
+    program = torch.compile(iteration, dynamic=False)
+    trainable = [(name, p) for name, p in energy.named_parameters() if p.requires_grad]
+
+    def run(start: torch.Tensor, batch: torch.Tensor) -> tuple:
+        params = {name: p.detach() for name, p in energy.named_parameters()}
+        with quiet_tracing():
+            try:
+                samples, accept_prob, gap, gradients = program(params, start, batch)
+            except Exception as error:  # torch's compiler errors are long; name the way out
+                first = str(error).strip().splitlines()[0][:300] if str(error) else ""
+                raise RuntimeError(
+                    f"train: torch_compile=True: torch.compile failed ({type(error).__name__}: "
+                    f"{first}); pass torch_compile=False to train eagerly."
+                ) from error
+        return samples, accept_prob, gap, [gradients[name] for name, _ in trainable]
+
+    return run
+
+
+def set_gradients(energy: nn.Module, gradients: list[torch.Tensor]) -> None:
+    """The gradients of :func:`compiled_iteration` as the parameters' ``.grad`` (for the
+    optimiser's step)."""
+    trainable = [p for p in energy.parameters() if p.requires_grad]
+    for param, gradient in zip(trainable, gradients, strict=True):
+        param.grad = gradient
