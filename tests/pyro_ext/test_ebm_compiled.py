@@ -18,9 +18,7 @@ def _train(num_steps, compiled, resume=None, sampler=None):
     # SGD, not Adam: Adam's first steps are about lr * sign(gradient), so a gradient of 1e-8
     # rounded differently changes a parameter by lr, and the runs part
     optimizer = torch.optim.SGD(rbm.parameters(), lr=0.05)
-    method = ebm.PCD(
-        sampler=sampler or px.DMALA(step_size=0.5), steps=2, num_chains=30, reinit_prob=0.2
-    )
+    method = ebm.PCD(sampler=sampler or px.DMALA(step_size=0.5), num_chains=30, reinit_prob=0.2)
     result = ebm.train(
         rbm,
         bars_and_stripes(),
