@@ -6,7 +6,7 @@ RBM 16x16 on 4 x 4 bars-and-stripes, PCD with 100 chains (one step per iteration
 of DMALA, GWG, AB and ACS; each trainer runs ``--iterations`` iterations per call after a
 warm-up call (compilation), the calls interleaved over ``--repeats`` repeats; printed are the
 medians per iteration and the ratio torch / JAX. The torch trainer steps all chains at once
-(DMALA, GWG and AB-1st as the rows of one leaf, ``Sites.chains_in_rows``; ACS with
+(as the rows of one leaf, ``Sites.chains_in_rows``; ACS's re-tuning runs with
 ``torch.func.vmap`` of the spec's one-chain step), eagerly and with ``torch_compile=True``
 (each iteration one ``torch.compile`` program; not for ACS's PCD schedule).
 """

@@ -191,8 +191,8 @@ class Sites(NamedTuple):
       transform (eager torch's ``vmap`` pays per operation); the log density, the step's
       parameters and its statistics then have shape (C, 1), and each chain makes its own MH
       decision. Only samplers with :attr:`Sampler.steps_chains_in_rows` take it (DMALA,
-      DULA, GWG, AB-1st without its warmup tuner); a scalar of their noise (GWG's move
-      uniform, the MH uniform) has shape (C, 1), a leaf-shaped one (C, n).
+      DULA, GWG, AB-1st and ACS, these two without their warmup tuners); a scalar of their
+      noise (GWG's move uniform, the MH uniform) has shape (C, 1), a leaf-shaped one (C, n).
     """
 
     names: tuple
@@ -410,7 +410,7 @@ class Sampler:
             raise ValueError(
                 f"{self.name}: its step takes one chain at a time (vectorise it over the "
                 "chains); chains in the rows of one leaf (Sites.chains_in_rows) are for DMALA, "
-                "DULA, GWG and AB-1st with one MH decision per chain."
+                "DULA, GWG, AB-1st and ACS with one MH decision per chain."
             )
         if sites.chains_in_rows and not all(
             isinstance(d, Binary) and not t for d, t in zip(sites.domains, sites.is_table)

@@ -92,9 +92,11 @@ def kernel_steps(
     schedule: Callable | None = None,
     num_warmup: int = 0,
     rows: Rows = ONE_PROCESS,
+    in_rows: bool = True,
 ):
     """``num_steps`` steps of ``kernel``'s spec on each chain of ``x`` (C, d), all chains at
-    once: the spec's one-chain step (and its adaptation) is vectorised over the chains with
+    once: as the rows of one leaf (:func:`steps_in_rows`) where the spec can and ``in_rows``,
+    else the spec's one-chain step (and its adaptation) vectorised over the chains with
     ``torch.func.vmap`` and the energy's input gradient taken with ``torch.func``. Returns
     ``(x, mean accept_prob, adaptation states)`` (the states batched over the chains).
     ``schedule(i) -> StepParameters`` replaces the spec's parameters (and its adaptation);
@@ -141,8 +143,8 @@ def kernel_steps(
             torch.randn(all_chains, num_steps, shapes.num_normals, dtype=x.dtype, device=x.device)
         )
 
-    if spec.steps_chains_in_rows and schedule is None and not shapes.num_normals:
-        return steps_in_rows(spec, energy, x, uniforms, flat[..., -1], phases, num_warmup)
+    if in_rows and spec.steps_chains_in_rows and not shapes.num_normals:
+        return steps_in_rows(spec, energy, x, uniforms, flat[..., -1], phases, num_warmup, schedule)
 
     def one_chain(chain_x, chain_uniforms, chain_accept, chain_normals):
         adapt = start_phases(phases, spec.adapt_init(like, num_warmup, sites, dim, PYTHON_CONTROL))
@@ -180,12 +182,15 @@ def steps_in_rows(
     accept_uniforms: torch.Tensor,
     phases: tuple,
     num_warmup: int,
+    schedule: Callable | None = None,
 ):
     """:func:`kernel_steps` for a spec that steps the chains as the rows of one leaf
-    (:attr:`~discrete_kernels.Sites.chains_in_rows`: DMALA, DULA, GWG, AB-1st): every operation on
-    the whole (C, d) state at once, one backward pass per step for all chains' input
-    gradients. ``uniforms`` per noise entry (C, steps, ...), ``accept_uniforms`` (C, steps):
-    the noise :func:`kernel_steps` draws for ``vmap``, so both paths take the same moves."""
+    (:attr:`~discrete_kernels.Sites.chains_in_rows`: DMALA, DULA, GWG, AB-1st, ACS): every
+    operation on the whole (C, d) state at once, one backward pass per step for all chains'
+    input gradients. ``uniforms`` per noise entry (C, steps, ...), ``accept_uniforms`` (C,
+    steps): the noise :func:`kernel_steps` draws for ``vmap``, so both paths take the same
+    moves. ``schedule(i)`` (ACS's PCD schedule) gives every chain the same parameters in place
+    of the spec's adaptation."""
     chains, dim = x.shape
     sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
     spec.check_sites(sites, dim)
@@ -200,10 +205,11 @@ def steps_in_rows(
             # a scalar noise entry (GWG's move uniform) is (C, 1) in rows, as the MH uniform
             step_uniforms = tuple(u[:, i] if u.ndim > 2 else u[:, i, None] for u in uniforms)
             noise = dk.StepNoise(step_uniforms, accept_uniforms[:, i, None])
-            params = spec.parameters(adapt)
+            params = spec.parameters(adapt) if schedule is None else schedule(i)
             chain, info = spec.step(chain, noise, params, adapt, sites, local_fn)
-            control = PYTHON_CONTROL._replace(step=i)
-            adapt = run_phases(phases, adapt, Feedback(info, params, chain, i), control)
+            if schedule is None:
+                control = PYTHON_CONTROL._replace(step=i)
+                adapt = run_phases(phases, adapt, Feedback(info, params, chain, i), control)
             accept = accept + info.accept_prob
     accept = accept[:, 0] / num_steps
     # the adaptation states as vmap's path gives them: shape (C,)
@@ -296,8 +302,9 @@ def acs_pcd_steps(
     device = state.buffer.device
     if schedule.tunes and bool(schedule.retunes(state.iteration)):
         tuning = schedule.tuning_steps
+        # vmapped: the tuner's state has one chain's shapes (its balance schedule is a vector)
         samples, accept, adapts = kernel_steps(
-            kernel, energy, state.buffer, tuning, None, tuning, rows
+            kernel, energy, state.buffer, tuning, None, tuning, rows, in_rows=False
         )
         alpha_max, alpha_min = schedule.tuned_bounds(
             rows.join(adapts.alpha_max), rows.join(adapts.alpha_min)

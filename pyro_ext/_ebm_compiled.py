@@ -25,11 +25,11 @@ from discrete_kernels.ebm import CD, PCD, UCD, BlockGibbs, SiteGibbs
 from ._ebm_chains import Rows, block_gibbs, kernel_steps, site_gibbs
 from .driver import DiscreteKernel
 
-#: what ``torch.compile`` prints while it traces the library's array-API code, which is
-#: harmless here: the cached helpers only classify array types
+#: what ``torch.compile`` prints while it traces the library's array-API code (harmless: the
+#: cached helpers only classify array types) and while it imports its own modules
 _TRACE_NOISE = (
     ".*Dynamo detected a call to a `functools.lru_cache`-wrapped function.*",
-    ".*Profiler function .* will be ignored.*",
+    ".*`torch.jit.script_method` is deprecated.*",
 )
 
 
@@ -95,7 +95,8 @@ def compiled_iteration(
         gradients, gap = gradient_and_gap(params, batch, samples.detach())
         return samples, accept_prob, gap, gradients
 
-    program = torch.compile(iteration, dynamic=False)
+    with quiet_tracing():
+        program = torch.compile(iteration, dynamic=False)
     trainable = [(name, p) for name, p in energy.named_parameters() if p.requires_grad]
 
     def run(start: torch.Tensor, batch: torch.Tensor) -> tuple:

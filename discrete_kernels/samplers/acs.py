@@ -140,6 +140,7 @@ class ACS(DLPSampler):
     beta_schedule: Any = None
     tuning: Mapping[str, Any] | None = None
     name: ClassVar[str] = "ACS"
+    steps_chains_in_rows: ClassVar[bool] = True  # without its warmup tuner
     statistics: ClassVar[tuple[str, ...]] = ACSInfo._fields
     reported: ClassVar[tuple[str, ...]] = ACSInfo._fields
     config: ACSConfig = field(init=False, repr=False)
@@ -204,6 +205,14 @@ class ACS(DLPSampler):
             )
 
     def adapt_init(self, like, num_warmup, sites, flat_dim, control: ControlFlow) -> ACSTunerState:
+        if sites.chains_in_rows and self.cycle is None and num_warmup > 0:
+            # the tuner's balance schedule is one vector along its first axis: with chains in
+            # rows its positions would mix the chains'
+            raise ValueError(
+                f"{self.name}: its warmup tunes one chain at a time; with chains in the rows "
+                "of one leaf (Sites.chains_in_rows) give num_warmup=0 or vectorise it over "
+                "the chains."
+            )
         alpha_max, alpha_min, beta_schedule = self.cycle or (None, None, None)
         state = acs_tuner_init(
             self.config,

@@ -1,4 +1,4 @@
-"""DMALA, DULA, GWG and AB-1st with the chains in the rows of one leaf
+"""DMALA, DULA, GWG, AB-1st and ACS with the chains in the rows of one leaf
 (``Sites.chains_in_rows``): the step of C chains at once equals, chain by chain, the one-chain
 step on the same noise, on numpy and torch inputs (the torch cases skip where torch is
 absent); other samplers refuse."""
@@ -45,8 +45,8 @@ def _local_fn(xp, weights, bias):
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize(
     "sampler",
-    [dk.dlp.DMALA(), dk.dlp.DULA(), dk.gwg.GWG(), dk.ab.AB(balance=0.7)],
-    ids=["DMALA", "DULA", "GWG", "AB-1st"],
+    [dk.dlp.DMALA(), dk.dlp.DULA(), dk.gwg.GWG(), dk.ab.AB(balance=0.7), dk.acs.ACS()],
+    ids=["DMALA", "DULA", "GWG", "AB-1st", "ACS"],
 )
 def test_rows_step_equals_the_one_chain_step(sampler, backend):
     xp = _namespace(backend)
@@ -108,8 +108,8 @@ def test_rows_step_equals_the_one_chain_step(sampler, backend):
 
 @pytest.mark.parametrize(
     "sampler",
-    [dk.acs.ACS(), dk.ab.AB(variant="trace"), dk.dlp.DMALA(per_coordinate_mh=True)],
-    ids=["ACS", "AB-trace", "DMALA-per-coordinate"],
+    [dk.ab.AB(variant="trace"), dk.dlp.DMALA(per_coordinate_mh=True)],
+    ids=["AB-trace", "DMALA-per-coordinate"],
 )
 def test_other_samplers_refuse_chains_in_rows(sampler):
     sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
@@ -126,6 +126,19 @@ def test_ab_refuses_its_warmup_tuner_with_chains_in_rows():
     dk.ab.AB().adapt_init(like, 0, sites, DIM, PYTHON_CONTROL)
     with pytest.raises(ValueError, match="tunes one chain at a time"):
         dk.ab.AB().adapt_init(like, 100, sites, DIM, PYTHON_CONTROL)
+
+
+def test_acs_refuses_its_warmup_tuner_with_chains_in_rows():
+    """ACS's tuner keeps one balance schedule (a vector): with chains in rows its positions
+    would mix the chains', so a tuning warmup is refused (none, or an explicit cycle, is
+    fine)."""
+    sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
+    like = np.ones((CHAINS, 1), np.float32)
+    dk.acs.ACS().adapt_init(like, 0, sites, DIM, PYTHON_CONTROL)
+    cycle = dict(alpha_max=2.0, alpha_min=0.2, beta_schedule=[0.9, 0.7, 0.6, 0.5, 0.5])
+    dk.acs.ACS(steps_per_cycle=5, **cycle).adapt_init(like, 100, sites, DIM, PYTHON_CONTROL)
+    with pytest.raises(ValueError, match="ACS: its warmup tunes one chain at a time"):
+        dk.acs.ACS().adapt_init(like, 100, sites, DIM, PYTHON_CONTROL)
 
 
 @pytest.mark.parametrize(

@@ -245,8 +245,8 @@ def test_acs_pcd_runs_the_app_b_schedule():
     ids=["GWG", "DMALA", "DULA", "AB", "ACS"],
 )
 def test_batched_kernel_steps_equal_the_one_chain_step(kernel):
-    """The trainer's steps of all chains at once (DMALA, DULA, GWG and AB-1st with the chains
-    in the rows of one leaf; ACS vmapped) give, chain by chain, what the spec's one-chain step
+    """The trainer's steps of all chains at once (the chains in the rows of one leaf) give,
+    chain by chain, what the spec's one-chain step
     gives on the same noise (every step's uniforms are drawn at once, (C, steps, ...), then
     the MH uniform)."""
     from discrete_kernels import PYTHON_CONTROL, Binary, ChainState, Sites, StepNoise
@@ -305,6 +305,33 @@ def test_rows_and_vmap_paths_adapt_alike(monkeypatch):
         rows_adapt.step_size.cpu().numpy(), vmap_adapt.step_size.cpu().numpy(), 1e-3
     )
     assert float(rows_adapt.step_size.std()) > 0  # adapted chain by chain
+
+
+@pytest.mark.parametrize("iteration", [0, 1], ids=["explore", "exploit"])
+def test_acs_pcd_schedule_steps_in_rows_equal_the_vmapped_steps(iteration):
+    """ACS's PCD iterations step the chains as rows (every chain the schedule's parameters;
+    the explore iteration's first step without MH) and move them as the vmapped one-chain
+    step does on the same noise."""
+    torch.manual_seed(0)
+    energy = ebm.RBM(8, 4, scale=1.0)
+    x = (torch.rand(6, 8) < 0.5).float()
+    kernel = px.ACS()
+    schedule = kernel.spec.pcd_schedule()
+    state = ebm.ACSPCDState(x, torch.tensor(iteration), torch.tensor(3.0), torch.tensor(0.5))
+
+    def step_parameters(i):
+        return schedule.parameters(state, torch.tensor(i))
+
+    results = []
+    for in_rows in (True, False):
+        torch.manual_seed(1)
+        results.append(
+            _ebm_chains.kernel_steps(kernel, energy, x, 4, step_parameters, in_rows=in_rows)
+        )
+    (rows_x, rows_accept, _), (vmap_x, vmap_accept, _) = results
+    np.testing.assert_array_equal(rows_x.cpu().numpy(), vmap_x.cpu().numpy())
+    np.testing.assert_allclose(float(rows_accept), float(vmap_accept), rtol=1e-5)
+    assert not torch.equal(rows_x, x)  # the chains moved
 
 
 def test_ucd_steps_only_the_pairs_still_apart(monkeypatch):
