@@ -191,7 +191,7 @@ class Sites(NamedTuple):
       transform (eager torch's ``vmap`` pays per operation); the log density, the step's
       parameters and its statistics then have shape (C, 1), and each chain makes its own MH
       decision. Only samplers with :attr:`Sampler.steps_chains_in_rows` take it (DMALA,
-      DULA, GWG, AB-1st and ACS, these two without their warmup tuners); a scalar of their
+      DULA, GWG, ACS, and AB-1st without its warmup tuner); a scalar of their
       noise (GWG's move uniform, the MH uniform) has shape (C, 1), a leaf-shaped one (C, n).
     """
 

@@ -92,12 +92,11 @@ def kernel_steps(
     schedule: Callable | None = None,
     num_warmup: int = 0,
     rows: Rows = ONE_PROCESS,
-    in_rows: bool = True,
 ):
     """``num_steps`` steps of ``kernel``'s spec on each chain of ``x`` (C, d), all chains at
-    once: as the rows of one leaf (:func:`steps_in_rows`) where the spec can and ``in_rows``,
-    else the spec's one-chain step (and its adaptation) vectorised over the chains with
-    ``torch.func.vmap`` and the energy's input gradient taken with ``torch.func``. Returns
+    once: as the rows of one leaf (:func:`steps_in_rows`) where the spec can, else the spec's
+    one-chain step (and its adaptation) vectorised over the chains with ``torch.func.vmap``
+    and the energy's input gradient taken with ``torch.func``. Returns
     ``(x, mean accept_prob, adaptation states)`` (the states batched over the chains).
     ``schedule(i) -> StepParameters`` replaces the spec's parameters (and its adaptation);
     ``num_warmup`` is passed to the spec's adaptation; ``rows``: the chains of ``x`` are this
@@ -143,7 +142,7 @@ def kernel_steps(
             torch.randn(all_chains, num_steps, shapes.num_normals, dtype=x.dtype, device=x.device)
         )
 
-    if in_rows and spec.steps_chains_in_rows and not shapes.num_normals:
+    if spec.steps_chains_in_rows and not shapes.num_normals:
         return steps_in_rows(spec, energy, x, uniforms, flat[..., -1], phases, num_warmup, schedule)
 
     def one_chain(chain_x, chain_uniforms, chain_accept, chain_normals):
@@ -279,9 +278,11 @@ def rows_local_fn(energy: nn.Module, dtype: torch.dtype) -> Callable[[tuple], tu
 
 
 def without_row_axis(value: Any) -> Any:
+    """An adaptation state of chains in rows, its fields (C, 1, ...) as ``vmap`` gives them:
+    (C, ...)."""
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple state
         return type(value)(*(without_row_axis(v) for v in value))
-    if isinstance(value, torch.Tensor) and value.ndim == 2:
+    if isinstance(value, torch.Tensor) and value.ndim >= 2 and value.shape[1] == 1:
         return value[:, 0]
     return value
 
@@ -302,9 +303,8 @@ def acs_pcd_steps(
     device = state.buffer.device
     if schedule.tunes and bool(schedule.retunes(state.iteration)):
         tuning = schedule.tuning_steps
-        # vmapped: the tuner's state has one chain's shapes (its balance schedule is a vector)
         samples, accept, adapts = kernel_steps(
-            kernel, energy, state.buffer, tuning, None, tuning, rows, in_rows=False
+            kernel, energy, state.buffer, tuning, None, tuning, rows
         )
         alpha_max, alpha_min = schedule.tuned_bounds(
             rows.join(adapts.alpha_max), rows.join(adapts.alpha_min)

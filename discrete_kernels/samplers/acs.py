@@ -30,6 +30,7 @@ from .acs_schedule import (
     acs_finish_tuning,
     acs_tuner_init,
     cyclical_step_size,
+    select_state,
     tuning_steps,
 )
 from .acs_tuner import acs_step_parameters, acs_tuner_update
@@ -140,7 +141,7 @@ class ACS(DLPSampler):
     beta_schedule: Any = None
     tuning: Mapping[str, Any] | None = None
     name: ClassVar[str] = "ACS"
-    steps_chains_in_rows: ClassVar[bool] = True  # without its warmup tuner
+    steps_chains_in_rows: ClassVar[bool] = True  # its tuner's state has a field per chain
     statistics: ClassVar[tuple[str, ...]] = ACSInfo._fields
     reported: ClassVar[tuple[str, ...]] = ACSInfo._fields
     config: ACSConfig = field(init=False, repr=False)
@@ -205,14 +206,6 @@ class ACS(DLPSampler):
             )
 
     def adapt_init(self, like, num_warmup, sites, flat_dim, control: ControlFlow) -> ACSTunerState:
-        if sites.chains_in_rows and self.cycle is None and num_warmup > 0:
-            # the tuner's balance schedule is one vector along its first axis: with chains in
-            # rows its positions would mix the chains'
-            raise ValueError(
-                f"{self.name}: its warmup tunes one chain at a time; with chains in the rows "
-                "of one leaf (Sites.chains_in_rows) give num_warmup=0 or vectorise it over "
-                "the chains."
-            )
         alpha_max, alpha_min, beta_schedule = self.cycle or (None, None, None)
         state = acs_tuner_init(
             self.config,
@@ -251,10 +244,7 @@ class ACS(DLPSampler):
             )
 
         def finish(state: ACSTunerState) -> ACSTunerState:
-            xp = array_namespace(state.alpha_min)
-            finished = acs_finish_tuning(state, config)
-            done = state.phase == DONE
-            return ACSTunerState(*(xp.where(done, s, f) for s, f in zip(state, finished)))
+            return select_state(state.phase == DONE, state, acs_finish_tuning(state, config))
 
         return (Phase(0, num_warmup, tune, final=finish), Phase(num_warmup, None, advance))
 

@@ -24,6 +24,8 @@ __all__ = [
     "acs_finish_tuning",
     "acs_tuner_init",
     "cyclical_balance",
+    "on_schedule_axis",
+    "select_state",
     "alpha_min_from_burnin",
     "burnin_start",
     "next_phase",
@@ -85,11 +87,31 @@ def cyclical_step_size(k: Array, steps_per_cycle: int, alpha_max: Array, alpha_m
 
 
 def cyclical_balance(k: Array, beta_schedule: Array) -> Array:
-    """``beta_k = beta_schedule[k mod s]``."""
+    """``beta_k = beta_schedule[k mod s]``; ``k`` of shape ``B``, ``beta_schedule`` (*B, s)
+    (one schedule per chain where the chains are rows)."""
     xp = array_namespace(beta_schedule)
-    s = beta_schedule.shape[0]
+    s = beta_schedule.shape[-1]
     positions = xp.arange(s, device=_device(beta_schedule))
-    return xp.sum(xp.where(positions == k % s, beta_schedule, xp.zeros_like(beta_schedule)))
+    at_k = positions == xp.expand_dims(k % s, axis=-1)
+    return xp.sum(xp.where(at_k, beta_schedule, xp.zeros_like(beta_schedule)), axis=-1)
+
+
+def on_schedule_axis(condition: Array) -> Array:
+    """A per-chain ``condition`` with the balance schedule's axis added, to select schedules."""
+    xp = array_namespace(condition)
+    return xp.expand_dims(condition, axis=-1)
+
+
+def select_state(condition: Array, on_true: ACSTunerState, on_false: ACSTunerState):
+    """Field by field ``where(condition, on_true, on_false)``, the per-chain ``condition``
+    reaching the balance schedule's positions too."""
+    xp = array_namespace(condition)
+    return ACSTunerState(
+        *(
+            xp.where(on_schedule_axis(condition) if t.ndim > condition.ndim else condition, t, f)
+            for t, f in zip(on_true, on_false)
+        )
+    )
 
 
 class ACSTunerState(NamedTuple):
@@ -101,6 +123,8 @@ class ACSTunerState(NamedTuple):
     - **rho** - acceptance of the best candidate of the last round (``rho_cur``).
     - **best_gap**, **best_value**, **best_accept** - the best candidate of the current round.
     - **beta_schedule** - (s,) balances; **cycle_position** - ``k`` of the running cycle.
+    - With chains in rows (``like`` of shape (C, 1)) every field has that shape, the balance
+      schedule (C, 1, s): each chain tunes its own cycle.
     - **direction** - range search: +1 while the search moves up, -1 down;
       **bracketed** - whether the target has been bracketed (the search then narrows);
       **width** - half-width in ``log(alpha)`` of the next narrowing round;
@@ -168,12 +192,16 @@ def acs_tuner_init(
     dtype = like.dtype
     s = config.steps_per_cycle
     device = _device(like)
-    scalar = lambda v: xp.asarray(v, dtype=dtype, device=device)  # noqa: E731
-    integer = lambda v: xp.asarray(v, device=device)  # noqa: E731
+    # every field shaped like `like`: one per chain where the chains are rows
+    shape = tuple(like.shape)
+    scalar = lambda v: xp.full(shape, v, dtype=dtype, device=device)  # noqa: E731
+    integer = lambda v: xp.full(shape, v, device=device)  # noqa: E731 (int, or bool for a bool)
     if beta_schedule is None:
-        beta = xp.full((s,), config.beta_max, dtype=dtype, device=device)
+        beta = xp.full((*shape, s), config.beta_max, dtype=dtype, device=device)
     else:
-        beta = xp.asarray(beta_schedule, dtype=dtype, device=device)
+        beta = xp.asarray(beta_schedule, dtype=dtype, device=device) + xp.zeros(
+            (*shape, s), dtype=dtype, device=device
+        )
     ceil = config.alpha_ceil
     if config.search == "range":
         ceil = max(ceil, domain_scale)
@@ -247,10 +275,10 @@ def acs_finish_tuning(state: ACSTunerState, config: ACSConfig) -> ACSTunerState:
     high = xp.maximum(state.alpha_min, state.alpha_max)
     # positions not tuned yet keep beta_max: replace by the running minimum (non-increasing)
     beta = state.beta_schedule
-    running = [beta[0]]
+    running = [beta[..., 0]]
     for k in range(1, s):
-        running.append(xp.minimum(running[-1], beta[k]))
-    beta = xp.stack(running)
+        running.append(xp.minimum(running[-1], beta[..., k]))
+    beta = xp.stack(running, axis=-1)
     return state._replace(
         phase=xp.full_like(state.phase, DONE),
         count=xp.zeros_like(state.count),

@@ -85,7 +85,9 @@ from .acs_schedule import (
     cyclical_balance,
     cyclical_step_size,
     next_phase,
+    on_schedule_axis,
     search_steps,
+    select_state,
 )
 
 __all__ = [
@@ -262,9 +264,10 @@ def search_round(
     round_above = round_above & ~round_done
     round_below = round_below & ~round_done
     position = count // t  # the position whose round just ended is count // t
+    at_position = xp.arange(s, device=_device(position)) == on_schedule_axis(position)
     beta_schedule = xp.where(
-        round_done & in_balance & (xp.arange(s, device=_device(position)) == position),
-        best_value,
+        on_schedule_axis(round_done & in_balance) & at_position,
+        on_schedule_axis(best_value),
         state.beta_schedule,
     )
     # a new round starts from scratch
@@ -384,7 +387,7 @@ def acs_tuner_update(
     alpha_min = xp.where(entering_balance, low, alpha_min)
     alpha_max = xp.where(entering_balance, high, alpha_max)
     beta_schedule = xp.where(
-        entering_balance & (xp.arange(s, device=_device(beta_schedule)) == 0),
+        on_schedule_axis(entering_balance) & (xp.arange(s, device=_device(beta_schedule)) == 0),
         xp.full_like(beta_schedule, config.beta_max),
         beta_schedule,
     )
@@ -393,7 +396,9 @@ def acs_tuner_update(
     # a restart starts the searches afresh, from where the first tuning started them
     alpha_min = xp.where(restart, xp.full_like(alpha_min, config.alpha_floor), alpha_min)
     alpha_max = xp.where(restart, state.alpha_max_start, alpha_max)
-    beta_schedule = xp.where(restart, xp.full_like(beta_schedule, config.beta_max), beta_schedule)
+    beta_schedule = xp.where(
+        on_schedule_axis(restart), xp.full_like(beta_schedule, config.beta_max), beta_schedule
+    )
     bracketed = bracketed & ~restart
     rho = xp.where(restart, xp.zeros_like(rho), rho)
     return searched._replace(
@@ -431,9 +436,8 @@ def acs_warmup_update(
     :func:`~discrete_kernels.samplers.acs_schedule.acs_finish_tuning` if the tuning has not
     finished, so sampling always follows a fixed cycle. With ``log_density`` (the chain's after
     the step) the tuner watches its trend (module docstring)."""
-    xp = array_namespace(state.alpha_min)
     steps_left = None if log_density is None else num_warmup - 1 - iteration
     updated = acs_tuner_update(state, accept_prob, config, log_density, steps_left)
     finished = acs_finish_tuning(updated, config)
     force = (iteration == num_warmup - 1) & (updated.phase != DONE)
-    return ACSTunerState(*(xp.where(force, f, u) for f, u in zip(finished, updated)))
+    return select_state(force, finished, updated)

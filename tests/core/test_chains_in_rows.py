@@ -128,17 +128,17 @@ def test_ab_refuses_its_warmup_tuner_with_chains_in_rows():
         dk.ab.AB().adapt_init(like, 100, sites, DIM, PYTHON_CONTROL)
 
 
-def test_acs_refuses_its_warmup_tuner_with_chains_in_rows():
-    """ACS's tuner keeps one balance schedule (a vector): with chains in rows its positions
-    would mix the chains', so a tuning warmup is refused (none, or an explicit cycle, is
-    fine)."""
+def test_acs_tuner_state_has_one_field_per_chain_in_rows():
+    """ACS's tuner with chains in rows: every field (C, 1), the balance schedule (C, 1, s), so
+    each chain tunes its own cycle (tests/pyro_ext/test_ebm.py runs it against vmap)."""
     sites = Sites(("x",), (dk.Binary(),), (False,), chains_in_rows=True)
     like = np.ones((CHAINS, 1), np.float32)
-    dk.acs.ACS().adapt_init(like, 0, sites, DIM, PYTHON_CONTROL)
-    cycle = dict(alpha_max=2.0, alpha_min=0.2, beta_schedule=[0.9, 0.7, 0.6, 0.5, 0.5])
-    dk.acs.ACS(steps_per_cycle=5, **cycle).adapt_init(like, 100, sites, DIM, PYTHON_CONTROL)
-    with pytest.raises(ValueError, match="ACS: its warmup tunes one chain at a time"):
-        dk.acs.ACS().adapt_init(like, 100, sites, DIM, PYTHON_CONTROL)
+    sampler = dk.acs.ACS()
+    state = sampler.adapt_init(like, 100, sites, DIM, PYTHON_CONTROL)
+    s = sampler.config.steps_per_cycle
+    for name, value in state._asdict().items():
+        expected = (CHAINS, 1, s) if name == "beta_schedule" else (CHAINS, 1)
+        assert np.shape(value) == expected, name
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import torch
 import pyro_ext as px
 from discrete_kernels import ebm as core
 from discrete_kernels.ebm import bars_and_stripes
+from discrete_kernels.samplers.acs import ACS
 from pyro_ext import _ebm_chains, _ucd, ebm
 
 
@@ -308,7 +309,7 @@ def test_rows_and_vmap_paths_adapt_alike(monkeypatch):
 
 
 @pytest.mark.parametrize("iteration", [0, 1], ids=["explore", "exploit"])
-def test_acs_pcd_schedule_steps_in_rows_equal_the_vmapped_steps(iteration):
+def test_acs_pcd_schedule_steps_in_rows_equal_the_vmapped_steps(iteration, monkeypatch):
     """ACS's PCD iterations step the chains as rows (every chain the schedule's parameters;
     the explore iteration's first step without MH) and move them as the vmapped one-chain
     step does on the same noise."""
@@ -324,14 +325,37 @@ def test_acs_pcd_schedule_steps_in_rows_equal_the_vmapped_steps(iteration):
 
     results = []
     for in_rows in (True, False):
+        monkeypatch.setattr(ACS, "steps_chains_in_rows", in_rows)
         torch.manual_seed(1)
-        results.append(
-            _ebm_chains.kernel_steps(kernel, energy, x, 4, step_parameters, in_rows=in_rows)
-        )
+        results.append(_ebm_chains.kernel_steps(kernel, energy, x, 4, step_parameters))
     (rows_x, rows_accept, _), (vmap_x, vmap_accept, _) = results
     np.testing.assert_array_equal(rows_x.cpu().numpy(), vmap_x.cpu().numpy())
     np.testing.assert_allclose(float(rows_accept), float(vmap_accept), rtol=1e-5)
     assert not torch.equal(rows_x, x)  # the chains moved
+
+
+def test_acs_tuning_in_rows_equals_the_vmapped_tuning(monkeypatch):
+    """ACS's re-tuning run (its whole tuner: burn-in, searches, balance schedule) with the
+    chains in rows tunes each chain as the vmapped one-chain tuner does, chain by chain."""
+    torch.manual_seed(0)
+    energy = ebm.RBM(8, 4, scale=1.0)
+    x = (torch.rand(6, 8) < 0.5).float()
+    kernel = px.ACS()
+    tuning = kernel.spec.pcd_schedule().tuning_steps
+    results = []
+    for in_rows in (True, False):
+        monkeypatch.setattr(ACS, "steps_chains_in_rows", in_rows)
+        torch.manual_seed(1)
+        results.append(_ebm_chains.kernel_steps(kernel, energy, x, tuning, None, tuning))
+    (rows_x, rows_accept, rows_adapt), (vmap_x, vmap_accept, vmap_adapt) = results
+    np.testing.assert_array_equal(rows_x.cpu().numpy(), vmap_x.cpu().numpy())
+    np.testing.assert_allclose(float(rows_accept), float(vmap_accept), rtol=1e-5)
+    for name in ("alpha_max", "alpha_min", "beta_schedule", "phase", "restarts"):
+        rows_value, vmap_value = getattr(rows_adapt, name), getattr(vmap_adapt, name)
+        assert rows_value.shape == vmap_value.shape, name
+        np.testing.assert_allclose(rows_value.cpu().numpy(), vmap_value.cpu().numpy(), 1e-5)
+    assert len(set(rows_adapt.alpha_max.tolist())) > 2  # tuned chain by chain, not pooled
+    assert bool((rows_adapt.phase == 5).all())  # every chain finished its tuning
 
 
 def test_ucd_steps_only_the_pairs_still_apart(monkeypatch):
