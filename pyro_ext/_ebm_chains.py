@@ -173,6 +173,22 @@ def kernel_steps(
     return xs.to(x.dtype), accept.mean(), adapts
 
 
+def negative_samples(
+    sampler: Any, energy: nn.Module, start: torch.Tensor, steps: int, rows: Rows
+) -> tuple[torch.Tensor, Any]:
+    """``steps`` steps of ``sampler`` from ``start`` (C, d): ``(samples (C, d), mean accept
+    probability or NaN for the Gibbs samplers)``; ACS's PCD schedule is not here."""
+    if isinstance(sampler, core.BlockGibbs):
+        with torch.no_grad():
+            return block_gibbs(energy, start, steps, rows), math.nan  # type: ignore[arg-type]
+    if isinstance(sampler, core.SiteGibbs):
+        with torch.no_grad():
+            return site_gibbs(energy, start, steps, rows), math.nan
+    assert isinstance(sampler, DiscreteKernel)
+    samples, accept_prob, _ = kernel_steps(sampler, energy, start, steps, rows=rows)
+    return samples, accept_prob
+
+
 def steps_in_rows(
     spec: dk.Sampler,
     energy: nn.Module,

@@ -11,7 +11,6 @@ the user's optimiser (and learning-rate scheduler) may change its state between 
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -20,10 +19,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from discrete_kernels.ebm import UCD, BlockGibbs, SiteGibbs
+from discrete_kernels.ebm import UCD
 
-from ._ebm_chains import Rows, block_gibbs, kernel_steps, site_gibbs
-from .driver import DiscreteKernel
+from ._ebm_chains import Rows, negative_samples
 
 #: what ``torch.compile`` prints while it traces the library's array-API code (harmless: the
 #: cached helpers only classify array types) and while it imports its own modules
@@ -31,22 +29,6 @@ _TRACE_NOISE = (
     ".*Dynamo detected a call to a `functools.lru_cache`-wrapped function.*",
     ".*`torch.jit.script_method` is deprecated.*",
 )
-
-
-def negative_samples(
-    sampler: Any, energy: nn.Module, start: torch.Tensor, steps: int, rows: Rows
-) -> tuple[torch.Tensor, Any]:
-    """``steps`` steps of ``sampler`` from ``start`` (C, d): ``(samples (C, d), mean accept
-    probability or NaN for the Gibbs samplers)``; ACS's PCD schedule is not here."""
-    if isinstance(sampler, BlockGibbs):
-        with torch.no_grad():
-            return block_gibbs(energy, start, steps, rows), math.nan  # type: ignore[arg-type]
-    if isinstance(sampler, SiteGibbs):
-        with torch.no_grad():
-            return site_gibbs(energy, start, steps, rows), math.nan
-    assert isinstance(sampler, DiscreteKernel)
-    samples, accept_prob, _ = kernel_steps(sampler, energy, start, steps, rows=rows)
-    return samples, accept_prob
 
 
 def check_compilable(method: Any, acs_schedule: bool) -> None:
@@ -60,8 +42,8 @@ def check_compilable(method: Any, acs_schedule: bool) -> None:
     if acs_schedule:
         raise ValueError(
             "train: torch_compile=True does not apply to PCD with ACS (its schedule changes the "
-            "step's parameters from one iteration to the next and re-tunes the cycle with "
-            "Python control flow); pass torch_compile=False."
+            "step's parameters from one iteration to the next, and every 25 cycles an "
+            "iteration is a re-tuning run of its own length); pass torch_compile=False."
         )
 
 

@@ -49,13 +49,14 @@ from discrete_kernels.ebm import (
 from discrete_kernels.samplers.acs import ACSPCDState
 from discrete_kernels.validation import check_int
 
-from ._ebm_chains import ONE_PROCESS, Rows, acs_pcd_steps, check_closed_form_gradient
-from ._ebm_compiled import (
-    check_compilable,
-    compiled_iteration,
+from ._ebm_chains import (
+    ONE_PROCESS,
+    Rows,
+    acs_pcd_steps,
+    check_closed_form_gradient,
     negative_samples,
-    set_gradients,
 )
+from ._ebm_compiled import check_compilable, compiled_iteration, set_gradients
 from ._ucd import ucd_negative
 from .driver import DiscreteKernel
 
