@@ -344,6 +344,9 @@ def pyro_rows(quick: bool, repeats: int) -> list[dict]:
         pyro.factor("ising", log_density(x))
 
     prior = pdist.Bernoulli(torch.full((d,), 0.5))
+    # the compiled loops' prior: torch.distributions' support check reads a value in Python,
+    # which splits a compiled program in two (a traced model runs with validation off)
+    unvalidated_prior = pdist.Bernoulli(torch.full((d,), 0.5), validate_args=False)
 
     def full(x: torch.Tensor) -> torch.Tensor:
         return log_density(x) + prior.log_prob(x).sum()
@@ -371,6 +374,26 @@ def pyro_rows(quick: bool, repeats: int) -> list[dict]:
         accept = torch.log(u[d]) < f_y - f + log_reverse - log_forward
         return torch.where(accept, y, x), torch.where(accept, f_y, f), torch.where(accept, g_y, g)
 
+    def full_unvalidated(x: torch.Tensor) -> torch.Tensor:
+        return log_density(x) + unvalidated_prior.log_prob(x).sum()
+
+    func_value_and_grad = torch.func.grad_and_value(full_unvalidated)
+
+    def compilable_step(carry: tuple) -> tuple:
+        """``torch_step`` with the gradient by ``torch.func`` (``torch.autograd.grad`` would
+        split a compiled program in two), for ``torch.compile``."""
+        x, f, g = carry
+        u = torch.rand(d + 1)
+        logit = 0.5 * g * (1.0 - 2.0 * x) - term
+        flip = u[:d] < torch.sigmoid(logit)
+        y = torch.where(flip, 1.0 - x, x)
+        log_forward = torch.where(flip, log_sigmoid(logit), log_sigmoid(-logit)).sum()
+        g_y, f_y = func_value_and_grad(y)
+        logit_y = 0.5 * g_y * (1.0 - 2.0 * y) - term
+        log_reverse = torch.where(flip, log_sigmoid(logit_y), log_sigmoid(-logit_y)).sum()
+        accept = torch.log(u[d]) < f_y - f + log_reverse - log_forward
+        return torch.where(accept, y, x), torch.where(accept, f_y, f), torch.where(accept, g_y, g)
+
     def torch_start() -> tuple:
         torch.manual_seed(0)
         x = (torch.rand(d) < 0.5).float()
@@ -379,19 +402,28 @@ def pyro_rows(quick: bool, repeats: int) -> list[dict]:
     def potential(values: dict) -> torch.Tensor:
         return -full(values["x"])
 
+    def potential_unvalidated(values: dict) -> torch.Tensor:
+        return -full_unvalidated(values["x"])
+
     def kernel(mode: str) -> tuple[Any, dict]:
         """A set-up ``px.DMALA`` and its start, on the model or its potential."""
         pyro.set_rng_seed(0)
-        if mode in ("model", "model_unvalidated", "model_jit"):
+        compiled = mode.endswith("_compiled")
+        if mode.startswith("model"):
             k = px.DMALA(
-                model, step_size=STEP_SIZE, adapt_step_size=False, jit_compile=mode == "model_jit"
+                model,
+                step_size=STEP_SIZE,
+                adapt_step_size=False,
+                jit_compile=mode == "model_jit",
+                torch_compile=compiled,
             )
         else:
             k = px.DMALA(
-                potential_fn=potential,
+                potential_fn=potential_unvalidated if compiled else potential,
                 domain=px.Binary(),
                 step_size=STEP_SIZE,
                 adapt_step_size=False,
+                torch_compile=compiled,
             )
             k.initial_params = {"x": (torch.rand(d) < 0.5).float()}
         with pyro.validation_enabled(mode != "model_unvalidated"):
@@ -408,8 +440,18 @@ def pyro_rows(quick: bool, repeats: int) -> list[dict]:
 
     # the loops advance in turn, a block of steps each, so that drifts of the machine's speed
     # fall on all of them alike; per loop the median of its blocks
-    modes = ("potential", "model", "model_unvalidated", "model_jit")
-    loops: dict[str, tuple[Callable, Any]] = {"torch": (torch_step, torch_start())}
+    modes = (
+        "potential",
+        "model",
+        "model_unvalidated",
+        "model_jit",
+        "potential_compiled",
+        "model_compiled",
+    )
+    loops: dict[str, tuple[Callable, Any]] = {
+        "torch": (torch_step, torch_start()),
+        "torch_compiled": (torch.compile(compilable_step, dynamic=False), torch_start()),
+    }
     for mode in modes:
         k, params = kernel(mode)
         loops[mode] = (k.sample, params)
@@ -434,12 +476,19 @@ def pyro_rows(quick: bool, repeats: int) -> list[dict]:
             float(np.percentile(np.divide(blocks[name], blocks["torch"]), 25)),
             float(np.percentile(np.divide(blocks[name], blocks["torch"]), 75)),
         )
-        for name in modes
+        for name in (*modes, "torch_compiled")
+    }
+    row["compiled_spread"] = {
+        name: (
+            float(np.percentile(np.divide(blocks[name], blocks["torch_compiled"]), 25)),
+            float(np.percentile(np.divide(blocks[name], blocks["torch_compiled"]), 75)),
+        )
+        for name in ("potential_compiled", "model_compiled")
     }
     num_steps = 300 if quick else 3000
     row["mcmc"] = float(np.median([pyro_mcmc(num_steps) for _ in range(repeats)]))
     row["ops_torch"] = aten_operations_per_step(torch_step, torch_start())
-    for mode in modes:
+    for mode in modes[:4]:  # a compiled program's kernels are not torch operations
         k, params = kernel(mode)
         with pyro.validation_enabled(mode != "model_unvalidated"):
             row[f"ops_{mode}"] = aten_operations_per_step(k.sample, params)
@@ -586,10 +635,18 @@ def report(
         "driver the same function (the potential, its negative), model mode evaluates it "
         "through Pyro's trace, with Pyro's validation on (its default: argument, support and "
         "NaN checks at every evaluation, each a read of a tensor on the host) or off, or "
-        "replays one `torch.jit.trace` of it (`jit_compile=True`, as Pyro's `NUTS`).",
+        "replays one `torch.jit.trace` of it (`jit_compile=True`, as Pyro's `NUTS`). "
+        "Compiled rows (`torch_compile=True`: each step one `torch.compile` program; on a "
+        "model, of a `make_fx` trace of its log density) are also set against the same plain "
+        "loop compiled with `torch.compile` (its gradient by `torch.func`), the second ratio; "
+        "a compiled program dispatches no torch operations one by one, so none are counted. "
+        "Both compiled loops on the potential use a prior built with `validate_args=False`: "
+        "torch.distributions' support check reads a value in Python, which splits a compiled "
+        "program in two (measured: 670 µs a step for the plain loop compiled with it).",
         "",
-        "| loop | µs/step | ratio to the plain torch loop | operations per step |",
-        "| --- | --- | --- | --- |",
+        "| loop | µs/step | ratio to the plain torch loop | ratio to the plain loop compiled "
+        "| operations per step |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for r in pyro:
         for label, key, ops in (
@@ -603,12 +660,25 @@ def report(
             ),
             ("`px.DMALA(model, jit_compile=True).sample` in a loop", "model_jit", "ops_model_jit"),
             ("`pyro.infer.MCMC(px.DMALA(model))`", "mcmc", "ops_model"),
+            ("plain torch loop, `torch.compile`d", "torch_compiled", None),
+            (
+                "`px.DMALA(potential_fn=..., torch_compile=True).sample` in a loop",
+                "potential_compiled",
+                None,
+            ),
+            ("`px.DMALA(model, torch_compile=True).sample` in a loop", "model_compiled", None),
         ):
             spread = r["ratio_spread"].get(key)
             quartiles = "" if spread is None else f" ({spread[0]:.2f}-{spread[1]:.2f})"
+            second = "-"
+            if key in r["compiled_spread"] or key == "torch_compiled":
+                low, high = r["compiled_spread"].get(key, (1.0, 1.0))
+                second = f"{r[key] / r['torch_compiled']:.2f}x"
+                second += "" if key == "torch_compiled" else f" ({low:.2f}-{high:.2f})"
+            count = "-" if ops is None else f"{r[ops]:.0f}"
             lines.append(
                 f"| {label} | {1e6 * r[key]:.1f} | {r[key] / r['torch']:.2f}x{quartiles} "
-                f"| {r[ops]:.0f} |"
+                f"| {second} | {count} |"
             )
     if profile:
         p = profile

@@ -11,9 +11,7 @@ the user's optimiser (and learning-rate scheduler) may change its state between 
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
-from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -22,13 +20,7 @@ from torch import nn
 from discrete_kernels.ebm import UCD
 
 from ._ebm_chains import Rows, negative_samples
-
-#: what ``torch.compile`` prints while it traces the library's array-API code (harmless: the
-#: cached helpers only classify array types) and while it imports its own modules
-_TRACE_NOISE = (
-    ".*Dynamo detected a call to a `functools.lru_cache`-wrapped function.*",
-    ".*`torch.jit.script_method` is deprecated.*",
-)
+from ._torch_compile import compiled
 
 
 def check_compilable(method: Any, acs_schedule: bool) -> None:
@@ -45,15 +37,6 @@ def check_compilable(method: Any, acs_schedule: bool) -> None:
             "step's parameters from one iteration to the next, and every 25 cycles an "
             "iteration is a re-tuning run of its own length); pass torch_compile=False."
         )
-
-
-@contextmanager
-def quiet_tracing():
-    """``torch.compile``'s notes on the library's array-API helpers, silenced."""
-    with warnings.catch_warnings():
-        for message in _TRACE_NOISE:
-            warnings.filterwarnings("ignore", message=message)
-        yield
 
 
 def compiled_iteration(
@@ -76,21 +59,12 @@ def compiled_iteration(
         gradients, gap = gradient_and_gap(params, batch, samples.detach())
         return samples, accept_prob, gap, gradients
 
-    with quiet_tracing():
-        program = torch.compile(iteration, dynamic=False)
+    program = compiled(iteration, "train")
     trainable = [(name, p) for name, p in energy.named_parameters() if p.requires_grad]
 
     def run(start: torch.Tensor, batch: torch.Tensor) -> tuple:
         params = {name: p.detach() for name, p in energy.named_parameters()}
-        with quiet_tracing():
-            try:
-                samples, accept_prob, gap, gradients = program(params, start, batch)
-            except Exception as error:  # torch's compiler errors are long; name the way out
-                first = str(error).strip().splitlines()[0][:300] if str(error) else ""
-                raise RuntimeError(
-                    f"train: torch_compile=True: torch.compile failed ({type(error).__name__}: "
-                    f"{first}); pass torch_compile=False to train eagerly."
-                ) from error
+        samples, accept_prob, gap, gradients = program(params, start, batch)
         return samples, accept_prob, gap, [gradients[name] for name, _ in trainable]
 
     return run

@@ -11,6 +11,13 @@ start and at a prior draw and refuses the option where they differ (a ``potentia
 prior, so there nothing is compared). Torch marks
 ``torch.jit.trace`` as deprecated (its warning is silenced here; Pyro's own ``jit_compile``
 uses the same call).
+
+``torch_compile=True`` on a model traces the same function with ``torch.fx``'s ``make_fx``
+instead (``tracer="fx"``): an FX graph of torch operations, which ``torch.compile`` compiles
+into the step's program, where it cannot trace Pyro's messengers themselves. Pyro's
+validation reads values on the host, which such a trace cannot record: it runs once eagerly
+(the setup's own evaluations) and is off while tracing, as a ``torch.jit.trace`` keeps its
+outcome as a constant.
 """
 
 from __future__ import annotations
@@ -18,16 +25,22 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 
+import pyro
 import torch
 from pyro.util import ignore_jit_warnings
 
 from ._target import as_tensor
 
-__all__ = ["TracedFunction", "traced_of_model"]
+__all__ = ["TRACER_OPTIONS", "TracedFunction", "traced_of_model"]
+
+
+#: the option that asks for each tracer (named in the errors)
+TRACER_OPTIONS = {"jit": "jit_compile", "fx": "torch_compile"}
 
 
 class TracedFunction:
-    """``values -> fn(values)`` replayed from ``torch.jit.trace``: one trace per signature of
+    """``values -> fn(values)`` replayed from ``torch.jit.trace`` (``tracer="jit"``) or
+    ``torch.fx``'s ``make_fx`` (``tracer="fx"``): one trace per signature of
     its inputs (site names, shapes, dtypes, devices), made at the first call with it and then
     compared with ``fn`` at each of ``points`` (``(label, values)``, cast to the signature's
     dtypes): a ``ValueError`` names the first point where the two differ.
@@ -44,8 +57,12 @@ class TracedFunction:
         points: Sequence[tuple[str, dict]] = (),
         conditioning: Callable[[], dict] | None = None,
         source: str = "the model",
+        tracer: str = "jit",
     ) -> None:
+        if tracer not in TRACER_OPTIONS:
+            raise ValueError(f"tracer must be one of {sorted(TRACER_OPTIONS)}, got {tracer!r}")
         self.owner = owner
+        self.tracer = tracer
         self.source = source
         self.fn = fn
         self.points = tuple(points)
@@ -73,6 +90,20 @@ class TracedFunction:
             values.update(zip(other_names, xs[own:]))
             return self.fn(values)
 
+        if self.tracer == "fx":
+            from torch.fx.experimental.proxy_tensor import make_fx
+
+            with pyro.validation_enabled(False):
+                try:
+                    return make_fx(flat)(*inputs)
+                except RuntimeError as error:  # a value read in Python, as in an `if`
+                    first = str(error).strip().splitlines()[0][:200] if str(error) else ""
+                    raise ValueError(
+                        f"{self.owner}: torch_compile=True: {self.source} cannot be traced "
+                        f"({first}); a trace records the torch operations of one evaluation, "
+                        f"so {self.source} must run the same operations at every value (no "
+                        "Python `if` on a site's value). Pass torch_compile=False."
+                    ) from error
         with warnings.catch_warnings():
             # Pyro's checks read values in Python: the tracer warns that it records them as
             # constants (ignore_jit_warnings, as Pyro's jit_compile); and the deprecation
@@ -80,6 +111,7 @@ class TracedFunction:
             return torch.jit.trace(ignore_jit_warnings()(flat), inputs, check_trace=False)
 
     def _check(self, traced: Callable, like: dict, others: dict) -> None:
+        option = TRACER_OPTIONS[self.tracer]
         for label, point in self.points:
             values = {
                 n: torch.as_tensor(point[n]).to(dtype=like[n].dtype, device=like[n].device)
@@ -100,10 +132,10 @@ class TracedFunction:
             else:
                 continue
             raise ValueError(
-                f"{self.owner}: jit_compile=True: at {label} the trace gives {found}; a trace "
+                f"{self.owner}: {option}=True: at {label} the trace gives {found}; a trace "
                 f"records the torch operations of one evaluation, so {self.source} must run "
-                "the same operations at every value (no Python `if` on a site's value). Pass "
-                "jit_compile=False."
+                f"the same operations at every value (no Python `if` on a site's value). Pass "
+                f"{option}=False."
             )
 
 
@@ -119,13 +151,16 @@ def traced_of_model(
     model: Callable,
     of_model: Callable[[Callable], Callable[[dict], torch.Tensor]],
     points: list[tuple[str, dict]],
+    tracer: str = "jit",
 ) -> TracedFunction:
     """``jit_compile=True``: ``of_model(model)`` (a function of the sites' values: the log
     density, a leaf's per-coordinate terms) through ``torch.jit.trace``, checked at
     ``points``; inside :class:`pyro_ext.Gibbs` it is made of the unconditioned model and the
-    other blocks' values are inputs of the trace."""
+    other blocks' values are inputs of the trace. ``tracer``: as :class:`TracedFunction`."""
     from .gibbs import _ConditionedModel
 
     if isinstance(model, _ConditionedModel):
-        return TracedFunction(owner, of_model(model.model), points, model.conditioning)
-    return TracedFunction(owner, of_model(model), points)
+        return TracedFunction(
+            owner, of_model(model.model), points, model.conditioning, tracer=tracer
+        )
+    return TracedFunction(owner, of_model(model), points, tracer=tracer)

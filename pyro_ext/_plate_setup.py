@@ -133,13 +133,14 @@ def plate_leaves(
     needs_tables: bool = False,
     jit_points: list[tuple[str, dict]] | None = None,
     blocks: dict | None = None,
+    tracer: str = "jit",
 ) -> tuple[tuple[LeafSpec, ...], dict]:
     """The leaves with the ``wanted`` ones in plate mode where their plates make their
     coordinates conditionally independent (verified at the start and two other states), and
     their per-coordinate terms by leaf index. A sampler that needs plate tables gets an error
     naming the site and the reason otherwise; an exact site keeps its single-site table.
-    ``jit_points``: ``jit_compile=True``, the terms through ``torch.jit.trace`` checked at
-    those points (:func:`pyro_ext._jit.traced_of_model`)."""
+    ``jit_points``: ``jit_compile=True`` (or ``torch_compile=True``: ``tracer="fx"``), the
+    terms through a trace checked at those points (:func:`pyro_ext._jit.traced_of_model`)."""
     out, terms_by_leaf = list(leaves), dict[int, Callable]()
     point = tuple(to_internal(s, as_tensor(start[s.name])) for s in leaves)
 
@@ -169,6 +170,7 @@ def plate_leaves(
                         m, args, kwargs, dims, shape
                     ),
                     jit_points,
+                    tracer,
                 )
 
             def table_fn(ys: tuple, j: int = j, spec: LeafSpec = spec, terms=terms) -> tuple:

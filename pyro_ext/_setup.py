@@ -23,7 +23,7 @@ from discrete_kernels.sites import SiteOptions, check_preconditioners
 
 from ._auto_exact import check_gradient_sites
 from ._diagnose import nonfinite_terms
-from ._jit import TracedFunction, traced_of_model
+from ._jit import TRACER_OPTIONS, TracedFunction, traced_of_model
 from ._plate_setup import per_coordinate_terms, plate_leaves
 from ._plates import plate_dims
 from ._probes import check_fixed_supports, warn_gated_sites
@@ -88,11 +88,14 @@ class SiteSetup:
         """Coordinates of one chain, all leaves together."""
         return sum(math.prod(x.shape) for x in self.chain.x)
 
-    def local_fn(self, with_locals: bool = True) -> Callable:
+    def local_fn(self, with_locals: bool = True, functional: bool = False) -> Callable:
         """``leaves -> (f, locals)`` for the core (``with_locals=False``: ``(f, ())``); with
         ``per_coordinate_mh``, a :class:`~discrete_kernels.LocalFnWithTerms`; with several
-        leaves or a table, a :class:`~discrete_kernels.LocalFnByLeaf`."""
-        local_fn = _local_fn(self.log_density, self.leaves, with_locals, self.element_terms)
+        leaves or a table, a :class:`~discrete_kernels.LocalFnByLeaf`. ``functional``: the
+        gradients by ``torch.func`` (for ``torch.compile``; :func:`make_local_fn`)."""
+        local_fn = _local_fn(
+            self.log_density, self.leaves, with_locals, self.element_terms, functional
+        )
         if self.own_terms is not None:
             return LocalFnWithTerms(local_fn, self.own_terms)
         # eager: one leaf's table when one is read, and none after a sweep's last draw
@@ -117,10 +120,11 @@ def _local_fn(
     specs: tuple[LeafSpec, ...],
     with_locals: bool,
     element_terms: dict | None = None,
+    functional: bool = False,
 ) -> Callable:
     """``leaves -> (f, locals)``, or ``(f, ())`` without locals."""
     if with_locals:
-        return make_local_fn(log_density, specs, element_terms)
+        return make_local_fn(log_density, specs, element_terms, functional)
 
     def log_density_only(leaves: tuple) -> tuple:
         values = {s.name: to_user(s, x) for s, x in zip(specs, leaves)}
@@ -192,7 +196,8 @@ def setup_potential(
     jit_compile: bool = False,
 ) -> SiteSetup:
     """The setup of a kernel on ``potential_fn`` at start values ``given`` (by site name);
-    ``jit_compile``: ``potential_fn`` through ``torch.jit.trace`` (:mod:`pyro_ext._jit`)."""
+    ``jit_compile``: ``potential_fn`` through ``torch.jit.trace`` (:mod:`pyro_ext._jit`;
+    ``torch_compile`` compiles a potential as it is)."""
     owner = sampler.name
     if sampler.needs_plates:
         raise ValueError(
@@ -238,10 +243,12 @@ def setup_model(
     kwargs: dict,
     conditioned: frozenset,
     jit_compile: bool = False,
+    torch_compile: bool = False,
 ) -> SiteSetup:
     """The setup of a kernel on ``model`` with the start values ``given`` (prior draws for the
     others); ``conditioned``: sites a Gibbs block's model conditions on; ``jit_compile``: the
-    log density through ``torch.jit.trace`` (:mod:`pyro_ext._jit`)."""
+    log density through ``torch.jit.trace``, ``torch_compile``: through ``make_fx``, for
+    ``torch.compile`` (:mod:`pyro_ext._jit`)."""
     owner = sampler.name
     model_trace = trace_model(model, args, kwargs)
     check_model_trace(owner, model_trace)
@@ -280,19 +287,21 @@ def setup_model(
     warn_gated_sites(owner, model, leaves, model_trace, args, kwargs, conditioned)
     log_density = model_log_density(model, args, kwargs)
     jit_points = None
-    if jit_compile:
+    tracer = "fx" if torch_compile else "jit"
+    if jit_compile or torch_compile:
+        option = TRACER_OPTIONS[tracer]
         if minibatch:
             raise ValueError(
-                f"{owner}: jit_compile=True cannot trace a model that subsamples (plate "
+                f"{owner}: {option}=True cannot trace a model that subsamples (plate "
                 f"{minibatch[0].name!r}): a trace would keep one minibatch. Pass "
-                "jit_compile=False."
+                f"{option}=False."
             )
         jit_points = [
             ("the start", start),
             ("a prior draw", draw_prior_values(model, args, kwargs, leaves)),
         ]
         log_density = traced_of_model(
-            owner, model, lambda m: model_log_density(m, args, kwargs), jit_points
+            owner, model, lambda m: model_log_density(m, args, kwargs), jit_points, tracer
         )
     structural = {s.name: plate_dims(model_trace.nodes[s.name]) for s in leaves}
     per_coordinate = sampler.per_coordinate
@@ -316,6 +325,7 @@ def setup_model(
             sampler.needs_plate_tables,
             jit_points,
             getattr(sampler, "blocks", None),
+            tracer,
         )
     drawn = frozenset(start) - frozenset(given)
     setup = _finish(

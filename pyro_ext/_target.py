@@ -263,10 +263,13 @@ def make_local_fn(
     log_density: Callable[[Values], torch.Tensor],
     specs: Sequence[LeafSpec],
     element_terms: dict | None = None,
+    functional: bool = False,
 ) -> Callable[[tuple], tuple[torch.Tensor, tuple]]:
     """``leaves -> (f, locals)`` for the core, from ``log_density(values) -> f``.
 
-    Gradient and one-hot leaves are differentiated with autograd; exact leaves are evaluated
+    Gradient and one-hot leaves are differentiated with autograd (``functional=True``: with
+    ``torch.func.grad_and_value``, which ``torch.compile`` traces into the same program where
+    ``torch.autograd.grad`` would split it); exact leaves are evaluated
     at every single-site substitution (one model evaluation each); plate leaves from their
     per-coordinate terms (``element_terms[j]: values -> g`` of the leaf's shape) at each of
     their ``S`` values, every coordinate at once (:func:`plate_table`).
@@ -302,23 +305,12 @@ def make_local_fn(
                     value = value.to(torch.get_default_dtype())
             else:
                 value = to_user(spec, x)
-            diff[j] = value.requires_grad_(True)
-        with _grad_enabled():
-            # f: the log density, detached
-            if diff and negated is not None:  # differentiate the potential, negated in the seed
-                potential = negated(user_values(leaves, diff))
-                # an alias and a negation: 1.4 µs, where one negation under no_grad takes 2.9
-                # (entering and leaving the context)
-                f = -potential.detach()
-                seed = seeds(potential, -1.0)
-                grads = torch.autograd.grad(potential, list(diff.values()), seed, allow_unused=True)
-            else:
-                f = log_density(user_values(leaves, diff))
-                grads = ()
-                if diff:
-                    seed = seeds(f, 1.0)
-                    grads = torch.autograd.grad(f, list(diff.values()), seed, allow_unused=True)
-                f = f.detach()
+            # torch.func differentiates its arguments itself
+            diff[j] = value if functional else value.requires_grad_(True)
+        if functional and diff:
+            f, grads = _functional_gradients(log_density, negated, user_values, leaves, diff)
+        else:
+            f, grads = _autograd_gradients(log_density, negated, seeds, user_values, leaves, diff)
         locals_: list = [None] * len(specs)
         for (j, value), g in zip(diff.items(), grads):
             locals_[j] = torch.zeros_like(value) if g is None else g  # no graph: create_graph off
@@ -357,6 +349,54 @@ def make_local_fn(
         return f, tuple(locals_)
 
     return local_fn
+
+
+def _autograd_gradients(
+    log_density: Callable,
+    negated: Callable | None,
+    seeds: _GradientSeeds,
+    user_values: Callable,
+    leaves: tuple,
+    diff: dict,
+) -> tuple[torch.Tensor, tuple]:
+    """``(f, gradients)``: the log density at ``leaves`` (detached) and its gradients with
+    respect to ``diff``'s values (tensors that require grad; None where unused), by autograd."""
+    with _grad_enabled():
+        if diff and negated is not None:  # differentiate the potential, negated in the seed
+            potential = negated(user_values(leaves, diff))
+            # an alias and a negation: 1.4 µs, where one negation under no_grad takes 2.9
+            # (entering and leaving the context)
+            f = -potential.detach()
+            seed = seeds(potential, -1.0)
+            return f, torch.autograd.grad(potential, list(diff.values()), seed, allow_unused=True)
+        f = log_density(user_values(leaves, diff))
+        grads: tuple = ()
+        if diff:
+            seed = seeds(f, 1.0)
+            grads = torch.autograd.grad(f, list(diff.values()), seed, allow_unused=True)
+        return f.detach(), grads
+
+
+def _functional_gradients(
+    log_density: Callable,
+    negated: Callable | None,
+    user_values: Callable,
+    leaves: tuple,
+    diff: dict,
+) -> tuple[torch.Tensor, tuple]:
+    """``(f, gradients)`` as :func:`_autograd_gradients`, by ``torch.func.grad_and_value``
+    (zeros where a value is unused)."""
+    positions = list(diff)
+
+    def of(*values: torch.Tensor) -> torch.Tensor:
+        replaced = dict(zip(positions, values))
+        if negated is not None:
+            return -negated(user_values(leaves, replaced))
+        return log_density(user_values(leaves, replaced))
+
+    argnums = tuple(range(len(positions)))
+    grads, f = torch.func.grad_and_value(of, argnums=argnums)(*diff.values())
+    return f.detach(), tuple(grads)
 
 
 def coloured_plate_table(

@@ -29,6 +29,7 @@ from discrete_kernels.warmup import Feedback, run_phases, start_phases
 from ._record import LOG_EVERY, StepRecord
 from ._setup import SiteSetup, setup_model, setup_potential
 from ._target import as_tensor, to_user
+from ._torch_compile import compiled
 from ._warmup_check import WarmupCheck, switched_setup
 
 __all__ = ["DiscreteKernel", "draw_noise"]
@@ -69,7 +70,12 @@ class DiscreteKernel(MCMCKernel):
     domain or a dict by site name, and ``initial_params`` (given to ``pyro.infer.MCMC``) fix
     the sites' shapes. ``jit_compile=True`` (as Pyro's ``HMC``/``NUTS``) evaluates the log
     density through ``torch.jit.trace`` (:mod:`pyro_ext._jit`): for models that run the same
-    torch operations at every value of their sites, checked at the start and a prior draw."""
+    torch operations at every value of their sites, checked at the start and a prior draw.
+    ``torch_compile=True`` runs each step (the proposal, the log density and its gradient at
+    the proposal, the MH decision) as one ``torch.compile`` program: a small model's step
+    without eager torch's cost per operation, after a compilation of a few seconds at the
+    first step; the noise is drawn eagerly, so the draws are those of ``torch_compile=False``
+    up to the compiled program's rounding."""
 
     sampler: ClassVar[type[Sampler]]
 
@@ -79,8 +85,11 @@ class DiscreteKernel(MCMCKernel):
             bind_sampler(cls, sampler)
             # Pyro's own option (as HMC/NUTS), after the sampler's and the site options
             signature = cls.__signature__  # type: ignore[attr-defined]
-            jit = inspect.Parameter("jit_compile", inspect.Parameter.KEYWORD_ONLY, default=False)
-            parameters = [*signature.parameters.values(), jit]
+            flags = [
+                inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=False)
+                for name in ("jit_compile", "torch_compile")
+            ]
+            parameters = [*signature.parameters.values(), *flags]
             cls.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
 
     def __init__(
@@ -90,15 +99,18 @@ class DiscreteKernel(MCMCKernel):
         potential_fn: Callable | None = None,
         domain: Any = None,
         jit_compile: bool = False,
+        torch_compile: bool = False,
         **options: Any,
     ) -> None:
         if not hasattr(type(self), "sampler"):
             raise TypeError("DiscreteKernel is the driver; use a kernel such as px.DMALA.")
-        if not isinstance(jit_compile, bool):
-            raise ValueError(
-                f"{self.sampler.name}: jit_compile must be True or False, got {jit_compile!r}."
-            )
+        for flag, value in (("jit_compile", jit_compile), ("torch_compile", torch_compile)):
+            if not isinstance(value, bool):
+                raise ValueError(
+                    f"{self.sampler.name}: {flag} must be True or False, got {value!r}."
+                )
         self._jit_compile = jit_compile
+        self._torch_compile = torch_compile
         self._spec, self._site_options = kernel_options(
             self.sampler, model, potential_fn, domain, options, "a dict of them by site name"
         )
@@ -122,6 +134,7 @@ class DiscreteKernel(MCMCKernel):
         self._log: OrderedDict = OrderedDict()
         self._check: WarmupCheck | None = None  # the warmup's check of gradient sites
         self._built_local_fn: tuple | None = None  # (setup, its local_fn)
+        self._built_step: tuple | None = None  # (setup, its compiled step)
 
     @property
     def spec(self) -> Sampler:
@@ -187,6 +200,7 @@ class DiscreteKernel(MCMCKernel):
                 kwargs,
                 _conditioned_names(self._model),
                 self._jit_compile,
+                self._torch_compile,
             )
         self._setup = setup
         self._initial_params = setup.start
@@ -250,6 +264,8 @@ class DiscreteKernel(MCMCKernel):
         state["_setup"] = None
         state["_phases"] = ()  # closures, rebuilt by setup
         state["_built_local_fn"] = None
+        state["_built_step"] = None  # a compiled program: compiled again in the worker
+        state["_noise_shapes_cache"] = None  # holds the setup
         return state
 
     # ------------------------------------------------------------------ sampling
@@ -262,6 +278,23 @@ class DiscreteKernel(MCMCKernel):
         cached = self._built_local_fn
         if cached is None or cached[0] is not setup:
             cached = self._built_local_fn = (setup, setup.local_fn(self._spec.uses_locals))
+        return cached[1]
+
+    def _compiled_step(self) -> Callable:
+        """``(state, noise, parameters, adapt) -> (state, info)``: the spec's step on this
+        setup's sites as one ``torch.compile`` program, its gradients by ``torch.func``
+        (``torch.autograd.grad`` would split the program in two); built once per setup."""
+        setup = self._setup
+        assert setup is not None
+        cached = self._built_step
+        if cached is None or cached[0] is not setup:
+            spec, sites = self._spec, setup.sites
+            local_fn = setup.local_fn(spec.uses_locals, functional=True)
+
+            def step(state: ChainState, noise: StepNoise, params: Any, adapt: Any) -> tuple:
+                return spec.step(state, noise, params, adapt, sites, local_fn)
+
+            cached = self._built_step = (setup, compiled(step, self._name))
         return cached[1]
 
     def clear_cache(self) -> None:
@@ -310,7 +343,10 @@ class DiscreteKernel(MCMCKernel):
         noise = self._draw_noise(self._noise_shapes(setup, state), self._t)
         adapt = self._adapt_state
         step_params = spec.parameters(adapt)
-        state, info = spec.step(state, noise, step_params, adapt, setup.sites, self._local_fn())
+        if self._torch_compile:
+            state, info = self._compiled_step()(state, noise, step_params, adapt)
+        else:
+            state, info = spec.step(state, noise, step_params, adapt, setup.sites, self._local_fn())
         if self._phases:
             control = PYTHON_CONTROL._replace(step=self._t)
             feedback = Feedback(info, step_params, state, self._t)
