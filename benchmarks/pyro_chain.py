@@ -6,7 +6,8 @@ neighbour couplings ``0.8 s_i s_{i+1}`` given to ``pyro.factor`` as a tensor of 
 form the colouring reads). One chain per sampler, one torch thread, the same warmup and
 draws; ESS of the number of sites at 1 and of the number of agreeing neighbours
 (``numpyro``'s ESS on the one chain); marginals against the exact ones (transfer matrices).
-Seconds: the whole ``pyro.infer.MCMC`` run, setup included.
+Seconds: the whole ``pyro.infer.MCMC`` run, setup included (with ``torch_compile=True``, the
+compilation at the first step too).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def main() -> None:
         "PlateGibbs": lambda: px.PlateGibbs(chain),
         "DiscreteGibbs": lambda: px.DiscreteGibbs(chain),
         "DMALA": lambda: px.DMALA(chain),
+        "DMALA, `torch_compile=True`": lambda: px.DMALA(chain, torch_compile=True),
     }
     rows = {}
     for name, make in samplers.items():

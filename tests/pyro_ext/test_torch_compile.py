@@ -15,6 +15,7 @@ from pyro.infer import MCMC, NUTS
 import pyro_ext as px
 
 from .test_jit_compile import _draws, branching_model, categorical_model
+from .test_plate_gibbs import discrete_plate_model
 from .test_pyro_kernels import ising_model
 
 
@@ -47,8 +48,12 @@ def _assert_same_draws(eager: dict, compiled: dict) -> None:
             lambda compiled: px.DMALA(categorical_model, torch_compile=compiled),
             marks=pytest.mark.slow,
         ),
+        pytest.param(
+            lambda compiled: px.PlateGibbs(discrete_plate_model, torch_compile=compiled),
+            marks=pytest.mark.slow,
+        ),
     ],
-    ids=["DMALA", "GWG", "AB", "DMALA-categorical"],
+    ids=["DMALA", "GWG", "AB", "DMALA-categorical", "PlateGibbs"],
 )
 def test_compiled_kernel_gives_the_eager_draws(make, fresh_compiler):
     """Through ``pyro.infer.MCMC``, warmup adaptation included (the step size is an input of
