@@ -142,7 +142,7 @@ def test_a_compiler_failure_names_the_way_out(monkeypatch):
         kernel.sample(dict(kernel.initial_params))
 
 
-def test_every_compiled_program_has_a_code_object_of_its_own(fresh_compiler, monkeypatch):
+def test_every_compiled_program_has_a_code_object_of_its_own(fresh_compiler):
     """Dynamo keeps at most ``recompile_limit`` versions per code object, and every kernel's
     step is a closure of the same code: each compiled function gets its own copy, so a tenth
     closure still compiles (without the copy it runs eagerly; checked by hand)."""
@@ -159,9 +159,9 @@ def test_every_compiled_program_has_a_code_object_of_its_own(fresh_compiler, mon
     own = _with_own_code(first)
     assert own.__code__ is not first.__code__ and own(torch.ones(2)).tolist() == [2.0, 2.0]
     limit = 2  # PyTorch's default is 8: fewer programs to compile here
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", limit)
-    programs = [compiled(closure(float(k)), "test") for k in range(limit + 2)]
-    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    for k, program in enumerate(programs):
-        assert program(torch.zeros(2)).tolist() == [float(k)] * 2
-    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == limit + 2
+    with torch._dynamo.config.patch(recompile_limit=limit):
+        programs = [compiled(closure(float(k)), "test") for k in range(limit + 2)]
+        before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        for k, program in enumerate(programs):
+            assert program(torch.zeros(2)).tolist() == [float(k)] * 2
+        assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == limit + 2
