@@ -361,38 +361,41 @@ def pyro_rows(quick: bool, repeats: int) -> list[dict]:
 
     log_sigmoid = torch.nn.functional.logsigmoid
 
-    def torch_step(carry: tuple) -> tuple:
-        x, f, g = carry
-        u = torch.rand(d + 1)
-        logit = 0.5 * g * (1.0 - 2.0 * x) - term
-        flip = u[:d] < torch.sigmoid(logit)
-        y = torch.where(flip, 1.0 - x, x)
-        log_forward = torch.where(flip, log_sigmoid(logit), log_sigmoid(-logit)).sum()
-        f_y, g_y = value_and_grad(y)
-        logit_y = 0.5 * g_y * (1.0 - 2.0 * y) - term
-        log_reverse = torch.where(flip, log_sigmoid(logit_y), log_sigmoid(-logit_y)).sum()
-        accept = torch.log(u[d]) < f_y - f + log_reverse - log_forward
-        return torch.where(accept, y, x), torch.where(accept, f_y, f), torch.where(accept, g_y, g)
+    def dmala_step(value_and_grad: Callable) -> Callable[[tuple], tuple]:
+        """The hand-written DMALA update ``(x, f, g) -> (x, f, g)``, its log density and
+        gradient at the proposal from ``value_and_grad(y) -> (f, g)``."""
+
+        def step(carry: tuple) -> tuple:
+            x, f, g = carry
+            u = torch.rand(d + 1)
+            logit = 0.5 * g * (1.0 - 2.0 * x) - term
+            flip = u[:d] < torch.sigmoid(logit)
+            y = torch.where(flip, 1.0 - x, x)
+            log_forward = torch.where(flip, log_sigmoid(logit), log_sigmoid(-logit)).sum()
+            f_y, g_y = value_and_grad(y)
+            logit_y = 0.5 * g_y * (1.0 - 2.0 * y) - term
+            log_reverse = torch.where(flip, log_sigmoid(logit_y), log_sigmoid(-logit_y)).sum()
+            accept = torch.log(u[d]) < f_y - f + log_reverse - log_forward
+            return (
+                torch.where(accept, y, x),
+                torch.where(accept, f_y, f),
+                torch.where(accept, g_y, g),
+            )
+
+        return step
+
+    torch_step = dmala_step(value_and_grad)
 
     def full_unvalidated(x: torch.Tensor) -> torch.Tensor:
         return log_density(x) + unvalidated_prior.log_prob(x).sum()
 
-    func_value_and_grad = torch.func.grad_and_value(full_unvalidated)
+    def func_value_and_grad(y: torch.Tensor) -> tuple:
+        # torch.autograd.grad would split a compiled program in two: torch.func for
+        # torch.compile
+        g_y, f_y = torch.func.grad_and_value(full_unvalidated)(y)
+        return f_y, g_y
 
-    def compilable_step(carry: tuple) -> tuple:
-        """``torch_step`` with the gradient by ``torch.func`` (``torch.autograd.grad`` would
-        split a compiled program in two), for ``torch.compile``."""
-        x, f, g = carry
-        u = torch.rand(d + 1)
-        logit = 0.5 * g * (1.0 - 2.0 * x) - term
-        flip = u[:d] < torch.sigmoid(logit)
-        y = torch.where(flip, 1.0 - x, x)
-        log_forward = torch.where(flip, log_sigmoid(logit), log_sigmoid(-logit)).sum()
-        g_y, f_y = func_value_and_grad(y)
-        logit_y = 0.5 * g_y * (1.0 - 2.0 * y) - term
-        log_reverse = torch.where(flip, log_sigmoid(logit_y), log_sigmoid(-logit_y)).sum()
-        accept = torch.log(u[d]) < f_y - f + log_reverse - log_forward
-        return torch.where(accept, y, x), torch.where(accept, f_y, f), torch.where(accept, g_y, g)
+    compilable_step = dmala_step(func_value_and_grad)
 
     def torch_start() -> tuple:
         torch.manual_seed(0)
