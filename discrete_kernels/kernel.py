@@ -450,6 +450,13 @@ class Sampler:
         f, local = local_fn(x)
         return ChainState(tuple(x), f, tuple(local))
 
+    def unread_tables(self, sites: Sites) -> frozenset[int]:
+        """Leaves whose local information the step never reads where the adapter gives each
+        coordinate's row (:class:`LocalFnWithRows`): its ``local_fn`` may then leave those
+        entries None, at every call (a compiled loop's carry keeps its structure). None by
+        default."""
+        return frozenset()
+
     def init_for_step(self, x: tuple, local_fn: LocalFn) -> ChainState:
         """The chain at leaves ``x`` for the next :meth:`step` alone: :meth:`init`, except
         for a sampler whose step computes the locals it finds None (it may leave them None;

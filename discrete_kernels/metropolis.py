@@ -88,7 +88,8 @@ def _select(accept: Array, new: ChainState, old: ChainState) -> ChainState:
     return ChainState(
         tuple(pick(a, b) for a, b in zip(new.x, old.x)),
         pick(new.log_density, old.log_density),
-        tuple(pick(a, b) for a, b in zip(new.local, old.local)),
+        # a local the step does not read may be None on both sides (Sampler.unread_tables)
+        tuple(None if a is None else pick(a, b) for a, b in zip(new.local, old.local)),
     )
 
 

@@ -161,10 +161,13 @@ class SiteSetup:
         model_kwargs: dict | None,
         with_locals: bool = True,
         rng_key: jax.Array | None = None,
+        unread: frozenset[int] = frozenset(),
     ) -> Callable:
         """``leaves -> (f, locals)`` for the core (``with_locals=False``: ``(f, ())``, for a
         sampler that reads no local information; ``rng_key``: the minibatch's key, see
-        :meth:`log_density_fn`)."""
+        :meth:`log_density_fn`; ``unread``: the sampler's
+        :meth:`~discrete_kernels.Sampler.unread_tables`, left None where the function gives
+        each coordinate's row)."""
         log_density = self.log_density_fn(model_args, model_kwargs, rng_key)
         if not with_locals:
             return lambda leaves: (log_density(leaves), ())
@@ -192,9 +195,13 @@ class SiteSetup:
                 element_terms[j] = coloured_terms_fn(
                     all_terms, j, s.colours, self.term_owners[s.name]
                 )
-        local_fn = make_local_fn(log_density, self.leaves, element_terms)
+        rows = not self.sites.per_coordinate_mh and any(
+            s.mode == EXACT and s.colours is not None for s in self.leaves
+        )
+        skipped = unread if rows else frozenset()
+        local_fn = make_local_fn(log_density, self.leaves, element_terms, skipped)
         if not self.sites.per_coordinate_mh:
-            if any(s.mode == EXACT and s.colours is not None for s in self.leaves):
+            if rows:
                 return LocalFnWithRows(local_fn, coordinate_row_fn(log_density, self.leaves))
             if any(s.is_plate and s.colours is not None for s in self.leaves):
                 # a colour's draw reads its rows alone: one evaluation per value, not one per

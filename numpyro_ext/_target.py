@@ -184,6 +184,7 @@ def make_local_fn(
     log_density: Callable[[tuple], jax.Array],
     specs: Sequence[LeafSpec],
     element_terms: dict | None = None,
+    skipped: frozenset[int] = frozenset(),
 ) -> Callable[..., tuple[jax.Array, tuple]]:
     """``leaves -> (f, locals)`` for the core, from ``log_density(leaves) -> f``.
 
@@ -193,7 +194,8 @@ def make_local_fn(
     per-coordinate terms (``element_terms[j]: (leaves, v) -> g``, ``g_i(v)`` of the leaf's shape)
     at each of their ``S`` values, every coordinate at once; chain leaves at every change of
     two neighbouring flat coordinates (their pair table, shape (N - 1, S, S)), or, where
-    ``element_terms[j]: (f, leaves) -> P`` is given, from the model's terms.
+    ``element_terms[j]: (f, leaves) -> P`` is given, from the model's terms. The tables of
+    the leaves in ``skipped`` (a table leaf the sampler does not read) are left None.
     """
     element_terms = {} if element_terms is None else element_terms
     differentiable = [j for j, s in enumerate(specs) if s.mode not in (EXACT, PLATE, CHAIN)]
@@ -229,6 +231,8 @@ def make_local_fn(
         for j, g in zip(differentiable, grads):
             locals_[j] = g
         for j, spec in enumerate(specs):
+            if j in skipped:
+                continue
             if spec.mode == PLATE:
                 only = colour[1] if colour is not None and colour[0] == j else None
                 locals_[j] = _plate_table(f, leaves, j, spec.domain, element_terms[j], only)

@@ -469,7 +469,8 @@ class DiscreteKernel(MCMCKernel):
         ``rng_key``: the key of the minibatch (read only with subsampling plates)."""
         assert self._setup is not None
         key = rng_key if self._setup.minibatch else None
-        base = self._setup.local_fn(model_args, model_kwargs, self._spec.uses_locals, key)
+        unread = self._spec.unread_tables(self._setup.sites)
+        base = self._setup.local_fn(model_args, model_kwargs, self._spec.uses_locals, key, unread)
         if self._check is None:
             return base
         return wc.switching_local_fn(self._setup, base, exact, model_args, model_kwargs)

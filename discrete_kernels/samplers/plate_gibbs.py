@@ -46,12 +46,23 @@ from ..metropolis import (
 )
 from ..validation import check_step_arguments
 
-__all__ = ["MAX_COLOURS", "UNROLLED_COLOURS", "PlateGibbs", "plate_gibbs_step"]
+__all__ = ["MAX_COLOURS", "UNROLLED_COLOURS", "PlateGibbs", "plate_gibbs_step", "sweeps_by_rows"]
 
 #: a leaf of at most this many colours is swept by an unrolled loop (one program per colour
 #: is fastest to run); more (one coordinate at a time: 20 colours of a 20-weight network took
 #: 11 s to compile unrolled) go through the adapter's loop
 UNROLLED_COLOURS = 4
+
+
+def sweeps_by_rows(colours: Any) -> bool:
+    """Whether a leaf coloured ``colours`` (None: a plate) is swept one coordinate at a time
+    from its rows where the adapter gives them (:class:`~discrete_kernels.LocalFnWithRows`):
+    every coordinate its own colour, more than :data:`UNROLLED_COLOURS`. The step never reads
+    such a leaf's table (:meth:`PlateGibbs.unread_tables`)."""
+    if colours is None:
+        return False
+    num_colours = int(colours.max()) + 1
+    return num_colours > UNROLLED_COLOURS and num_colours == int(colours.size)
 
 
 def plate_gibbs_step(
@@ -101,7 +112,10 @@ def plate_gibbs_step(
     chains = [False] * len(domains) if chains is None else chains
     check_step_arguments("plate_gibbs_step", state.x, uniforms[: len(domains)], None)
     colourings = [None] * len(domains) if colourings is None else colourings
-    if any(local is None for local in state.local):  # the last sweep left them unread
+    with_rows = isinstance(local_fn, LocalFnWithRows)
+    unread = [with_rows and not c and sweeps_by_rows(k) for c, k in zip(chains, colourings)]
+    if any(local is None and not u for local, u in zip(state.local, unread)):
+        # the last sweep left them unread
         # what the first draw reads: leaf 0's table (or its first colour's rows)
         need = _need_of_leaf(local_fn, 0, colourings, chains)
         f, local = _evaluate(local_fn, state.x, need)
@@ -117,12 +131,12 @@ def plate_gibbs_step(
             accept_prob = prob if accept_prob is None else accept_prob * prob
             continue
         num_colours = 1 if colours is None else int(colours.max()) + 1
-        if num_colours > UNROLLED_COLOURS and isinstance(local_fn, LocalFnWithRows):
+        if unread[j]:  # one coordinate per colour: its row only
+            assert isinstance(local_fn, LocalFnWithRows)
             flat_colours = [int(c) for c in colours.reshape(-1)]
-            if num_colours == len(flat_colours):  # one coordinate per colour: its row only
-                order = sorted(range(num_colours), key=flat_colours.__getitem__)
-                chain = _sweep_by_rows(chain, j, domain, u, order, local_fn, control)
-                continue
+            order = sorted(range(num_colours), key=flat_colours.__getitem__)
+            chain = _sweep_by_rows(chain, j, domain, u, order, local_fn, control)
+            continue
         colour_of = None if colours is None else xp.asarray(colours, device=_device(x))
         draw = partial(_draw_colour, j=j, domain=domain, uniforms=u, colour_of=colour_of)
         draw = partial(draw, local_fn=local_fn)
@@ -231,7 +245,8 @@ def _sweep_by_rows(
 ) -> ChainState:
     """Leaf ``j`` swept one coordinate at a time in ``order``, each drawn from its row of the
     exact table at the current state (``S`` evaluations, :attr:`LocalFnWithRows.row`, not the
-    whole table's ``N x S``); the tables recomputed once at the end."""
+    whole table's ``N x S``); the tables recomputed once at the end (the adapter may leave
+    unread ones None, :meth:`PlateGibbs.unread_tables`)."""
     x = chain.x[j]
     xp = array_namespace(x)
     device = _device(x)
@@ -398,6 +413,16 @@ class PlateGibbs(Sampler):
         chains = sum(sites.is_chain(j) for j in range(len(shapes)))
         # a chain's draw ends in an MH decision (:func:`_chain_move`): one uniform each
         return NoiseShapes(shapes + (((chains,),) if chains else ()))
+
+    def unread_tables(self, sites: Sites) -> frozenset[int]:
+        """The leaves swept one coordinate at a time from their rows (:func:`sweeps_by_rows`;
+        not a chain): the step reads their rows, never their tables (``N x S`` evaluations,
+        twice the sweep's own ``N x S`` row evaluations, were computed after it)."""
+        return frozenset(
+            j
+            for j in range(len(sites.names))
+            if not sites.is_chain(j) and sweeps_by_rows(sites.colouring(j))
+        )
 
     def init_for_step(self, x: tuple, local_fn: LocalFn) -> ChainState:
         """With a :class:`~discrete_kernels.LocalFnByLeaf` (an eager adapter) the tables are

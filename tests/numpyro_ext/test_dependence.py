@@ -111,7 +111,8 @@ def test_a_network_site_is_swept_one_weight_at_a_time_without_the_probes(monkeyp
     assert leaf.mode == dk.sites.EXACT
     colours = np.asarray(leaf.colours).reshape(-1)
     assert sorted(colours.tolist()) == list(range(6))
-    tables = tables_at(local_fn, NET_STATES.reshape(-1, 2, 3), (2, 3)).reshape(-1, 6, 2)
+    tables = tables_at(setup.local_fn((), {}), NET_STATES.reshape(-1, 2, 3), (2, 3))
+    tables = tables.reshape(-1, 6, 2)
     pi = network_posterior()
     p = colour_sweep_matrix(NET_STATES, tables, colours)
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=1e-9)
