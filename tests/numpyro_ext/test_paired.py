@@ -168,20 +168,31 @@ def test_paired_nuts_matches_the_variable_selection_reference():
 @pytest.mark.parametrize("kind", ["PairedNUTS", "Gibbs"])
 def test_with_nuts_matches_the_exact_posterior_with_an_unknown_scale(kind):
     # the Gaussian model with sigma ~ HalfNormal(1): subsets enumerated, coefficients
-    # integrated in closed form given sigma, sigma on a grid (tests.paired_exact)
+    # integrated in closed form given sigma, sigma on a grid (tests.paired_exact); PairedNUTS
+    # with two sweeps a step (one: the variable-selection test above)
     if kind == "PairedNUTS":
-        kernel = nx.PairedNUTS(_with_scale, pairs={"gamma": "beta"})
+        kernel = nx.PairedNUTS(_with_scale, pairs={"gamma": "beta"}, sweeps=2)
         chains = {"num_chains": 4, "chain_method": "vectorized"}
     else:
         paired = nx.PairedGibbs(_with_scale, pairs={"gamma": "beta"})
         kernel = Gibbs([(paired, ["gamma", "beta"]), (NUTS(_with_scale), None)])
         chains = {"num_chains": 2, "chain_method": "sequential"}
     mcmc = MCMC(kernel, num_warmup=300, num_samples=1000, progress_bar=False, **chains)
-    mcmc.run(random.key(2), *selection_data())
+    extra = ("num_moves",) if kind == "PairedNUTS" else ()
+    mcmc.run(random.key(2), *selection_data(), extra_fields=extra)
     samples = mcmc.get_samples(group_by_chain=True)
     gamma, beta = np.asarray(samples["gamma"], float), np.asarray(samples["beta"])
     stats = np.concatenate([gamma, beta, np.asarray(samples["sigma"])[..., None]], -1)
     assert_mc_close(stats, exact.exact_moments_with_scale(), num_se=4.0)
+    if kind == "PairedNUTS":  # both sweeps ran: more accepted moves in a step than indicators
+        moves = np.asarray(mcmc.get_extra_fields()["num_moves"])
+        assert moves.max() > gamma.shape[-1]
+
+
+@pytest.mark.parametrize("sweeps", [0, True, 1.5, "2"])
+def test_paired_nuts_refuses_a_sweep_count_that_is_not_a_positive_integer(sweeps):
+    with pytest.raises(ValueError, match="PairedNUTS: sweeps must be an integer >= 1"):
+        nx.PairedNUTS(_with_scale, pairs={"gamma": "beta"}, sweeps=sweeps)
 
 
 def test_paired_nuts_refuses_a_model_without_other_sites():
