@@ -454,7 +454,7 @@ def own_terms_fn(
 ) -> Callable[[tuple], tuple]:
     """``leaves -> terms``: per leaf, the sum of every term indexed by all of the leaf's plates
     at the leaves' own values, reduced to the leaf's shape
-    (:data:`discrete_kernels.kernel.ElementTermsFn`; :func:`verify_per_coordinate` checks
+    (:data:`discrete_kernels.local_fns.ElementTermsFn`; :func:`verify_per_coordinate` checks
     that they add up to the log density's changes)."""
     per_leaf = [
         element_terms_fn(prepared_model, names, j, dims, shape, model_args, model_kwargs)

@@ -66,7 +66,7 @@ class SiteSetup:
     - **minibatch** - the model's subsampling plates: every evaluation of the log density
       (one trace of the model) sees a new minibatch, scaled by Pyro.
     - **own_terms** - with ``per_coordinate_mh``: ``leaves -> terms``, each leaf's
-      per-coordinate terms (:data:`discrete_kernels.kernel.ElementTermsFn`).
+      per-coordinate terms (:data:`discrete_kernels.local_fns.ElementTermsFn`).
     """
 
     leaves: tuple[LeafSpec, ...]

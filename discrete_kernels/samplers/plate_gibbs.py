@@ -179,7 +179,7 @@ def _draw_colour(
 
 
 #: what a draw reads of the tables (:func:`_needed_next`): None, every leaf's table; a leaf's
-#: index, that leaf's (:data:`~discrete_kernels.kernel.LOG_DENSITY_ONLY`: none); a pair
+#: index, that leaf's (:data:`~discrete_kernels.local_fns.LOG_DENSITY_ONLY`: none); a pair
 #: ``(leaf, colour)``, that colour's rows of the leaf's table
 Need = int | tuple[int, int] | None
 
@@ -200,7 +200,7 @@ def _needed_next(
 ) -> Need:
     """What the draw after colour ``colour`` of leaf ``j`` reads: leaf ``j``'s next colour
     while it has colours left, then what leaf ``j + 1``'s first draw reads; after the last
-    leaf nothing (:data:`~discrete_kernels.kernel.LOG_DENSITY_ONLY`: the next step computes
+    leaf nothing (:data:`~discrete_kernels.local_fns.LOG_DENSITY_ONLY`: the next step computes
     the tables where it reads them), or every table where the step must return them
     (:attr:`~discrete_kernels.LocalFnByLeaf.complete_at_end`); None (every table) where
     ``local_fn`` evaluates all leaves at once."""
