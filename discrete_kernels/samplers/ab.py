@@ -64,7 +64,6 @@ from ..validation import (
     format_bytes,
 )
 from ..warmup import (
-    DualAveragingState,
     Feedback,
     Phase,
     StepSizeAdaptation,
@@ -73,19 +72,23 @@ from ..warmup import (
     dual_averaging_phase,
 )
 from .ab_linalg import (
+    MAX_QUADRATIC_BYTES,
+    QUADRATIC_MATRICES,
     VARIANTS,
     QuadraticProposal,
-    QuadraticStats,
     fit_quadratic_proposal,
     flatten_leaves,
+    max_quadratic_dim,
+    quadratic_bytes,
     quadratic_from_coupling,
     quadratic_stats_init,
     quadratic_stats_update,
 )
 from .ab_quadratic import ab_quadratic_propose
 from .ab_tuner import (
+    ABAdaptState,
     ABConfig,
-    ABTunerState,
+    ABWarmupPlan,
     ab_tuner_init,
     ab_tuner_parameters,
     ab_tuner_restart,
@@ -105,27 +108,6 @@ __all__ = [
     "ab_step",
     "balanced_exponent",
 ]
-
-
-QUADRATIC_MATRICES = 3
-"""``d x d`` matrices a quadratic AB chain keeps: the least-squares statistics ``gram`` and
-``cross`` and the proposal's square root ``(W + D)^{1/2}`` (the fit adds temporaries)."""
-
-MAX_QUADRATIC_BYTES = 8 * 2**30
-"""Most memory (bytes, estimated at setup) the ``d x d`` matrices of a quadratic AB variant
-may take per chain: :data:`QUADRATIC_MATRICES` of ``d^2`` values, counted at 4 bytes (float32)
-even where they are float64. ``d = 10^6`` coordinates would need 10.9 TB; the limit allows
-about 26,000. AB-1st keeps no matrix."""
-
-
-def quadratic_bytes(dim: int) -> int:
-    """Lower bound of the memory of a quadratic AB chain's matrices for ``dim`` coordinates."""
-    return QUADRATIC_MATRICES * 4 * dim * dim
-
-
-def max_quadratic_dim() -> int:
-    """The most coordinates a quadratic AB variant takes under :data:`MAX_QUADRATIC_BYTES`."""
-    return math.isqrt(MAX_QUADRATIC_BYTES // (QUADRATIC_MATRICES * 4))
 
 
 def balanced_exponent(r: Array | float) -> Array | float:
@@ -242,45 +224,6 @@ def ab_step(
 
 # --------------------------------------------------------------------------------------------
 # the warmup
-
-
-class ABWarmupPlan(NamedTuple):
-    """When the warmup of an AB kernel does what (decided once, for both adapters).
-
-    - **block_size** - steps per tuner probe.
-    - **burn_in** - warmup steps whose proposal pairs fit ``W`` (0: no fit in this run).
-    - **restart** - restart the tuner after the fit (only when tuning goes on after it).
-    - **initial_steps** - first warmup steps, dual averaging of ``sigma``.
-    """
-
-    block_size: int
-    burn_in: int
-    restart: bool
-    initial_steps: int = 0
-
-
-class ABAdaptState(NamedTuple):
-    """Adaptation state of AB.
-
-    - **tuner** - :class:`~discrete_kernels.samplers.ab_tuner.ABTunerState`, the (step_size,
-      balance) search.
-    - **stats** - :class:`~discrete_kernels.samplers.ab_linalg.QuadraticStats` of the burn-in
-      pairs (None for AB-1st).
-    - **quadratic** - :class:`~discrete_kernels.samplers.ab_linalg.QuadraticProposal` (zeros
-      until fitted, which is exactly AB-1st; None for AB-1st).
-    - **step_size**, **balance** - of the next proposal (a probe during the search, the tuned
-      values after).
-    - **dual_averaging** - of ``log step_size`` in the warmup's first phase; **max_step_size**
-      its upper bound (:func:`~discrete_kernels.warmup.dlp_step_size_bounds` of the sites).
-    """
-
-    tuner: ABTunerState
-    stats: QuadraticStats | None
-    quadratic: QuadraticProposal | None
-    step_size: Array
-    balance: Array
-    dual_averaging: DualAveragingState
-    max_step_size: Array
 
 
 @dataclass(frozen=True, eq=False)

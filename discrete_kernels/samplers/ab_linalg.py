@@ -19,6 +19,8 @@ from array_api_compat import device as _device
 from .._xp import Array, array_namespace, precise_matmul, python_loop
 
 __all__ = [
+    "MAX_QUADRATIC_BYTES",
+    "QUADRATIC_MATRICES",
     "QuadraticProposal",
     "QuadraticStats",
     "diagonal_min_max_eigenvalue",
@@ -30,6 +32,8 @@ __all__ = [
     "min_trace_dual",
     "psd_root",
     "quadratic_from_coupling",
+    "max_quadratic_dim",
+    "quadratic_bytes",
     "quadratic_stats_init",
     "quadratic_stats_update",
     "split_flat",
@@ -261,3 +265,24 @@ def fit_quadratic_proposal(
     :func:`quadratic_from_coupling`. Returns ``(QuadraticProposal, W)``."""
     w = fit_coupling(stats)
     return quadratic_from_coupling(w, variant, loop), w
+
+
+QUADRATIC_MATRICES = 3
+"""``d x d`` matrices a quadratic AB chain keeps: the least-squares statistics ``gram`` and
+``cross`` and the proposal's square root ``(W + D)^{1/2}`` (the fit adds temporaries)."""
+
+MAX_QUADRATIC_BYTES = 8 * 2**30
+"""Most memory (bytes, estimated at setup) the ``d x d`` matrices of a quadratic AB variant
+may take per chain: :data:`QUADRATIC_MATRICES` of ``d^2`` values, counted at 4 bytes (float32)
+even where they are float64. ``d = 10^6`` coordinates would need 10.9 TB; the limit allows
+about 26,000. AB-1st keeps no matrix."""
+
+
+def quadratic_bytes(dim: int) -> int:
+    """Lower bound of the memory of a quadratic AB chain's matrices for ``dim`` coordinates."""
+    return QUADRATIC_MATRICES * 4 * dim * dim
+
+
+def max_quadratic_dim() -> int:
+    """The most coordinates a quadratic AB variant takes under :data:`MAX_QUADRATIC_BYTES`."""
+    return math.isqrt(MAX_QUADRATIC_BYTES // (QUADRATIC_MATRICES * 4))

@@ -16,9 +16,13 @@ from ..domains import Categorical, Domain
 from ..metropolis import (
     coordinate_sum,
 )
+from ..warmup import DualAveragingState
+from .ab_linalg import QuadraticProposal, QuadraticStats
 
 __all__ = [
+    "ABAdaptState",
     "ABConfig",
+    "ABWarmupPlan",
     "ABTunerState",
     "ab_tuner_init",
     "ab_tuner_parameters",
@@ -258,3 +262,42 @@ def jump_distance(
             part = coordinate_sum(moved, chains_in_rows)
         total = part if total is None else total + part
     return total
+
+
+class ABWarmupPlan(NamedTuple):
+    """When the warmup of an AB kernel does what (decided once, for both adapters).
+
+    - **block_size** - steps per tuner probe.
+    - **burn_in** - warmup steps whose proposal pairs fit ``W`` (0: no fit in this run).
+    - **restart** - restart the tuner after the fit (only when tuning goes on after it).
+    - **initial_steps** - first warmup steps, dual averaging of ``sigma``.
+    """
+
+    block_size: int
+    burn_in: int
+    restart: bool
+    initial_steps: int = 0
+
+
+class ABAdaptState(NamedTuple):
+    """Adaptation state of AB.
+
+    - **tuner** - :class:`~discrete_kernels.samplers.ab_tuner.ABTunerState`, the (step_size,
+      balance) search.
+    - **stats** - :class:`~discrete_kernels.samplers.ab_linalg.QuadraticStats` of the burn-in
+      pairs (None for AB-1st).
+    - **quadratic** - :class:`~discrete_kernels.samplers.ab_linalg.QuadraticProposal` (zeros
+      until fitted, which is exactly AB-1st; None for AB-1st).
+    - **step_size**, **balance** - of the next proposal (a probe during the search, the tuned
+      values after).
+    - **dual_averaging** - of ``log step_size`` in the warmup's first phase; **max_step_size**
+      its upper bound (:func:`~discrete_kernels.warmup.dlp_step_size_bounds` of the sites).
+    """
+
+    tuner: ABTunerState
+    stats: QuadraticStats | None
+    quadratic: QuadraticProposal | None
+    step_size: Array
+    balance: Array
+    dual_averaging: DualAveragingState
+    max_step_size: Array
