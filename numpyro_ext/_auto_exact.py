@@ -85,7 +85,10 @@ def check_gradient_sites(
     # the start and a fresh prior draw of the block's sites, evaluated by one compiled
     # program (eagerly, each operation of the model would be compiled on its own)
     rows = [leaves]
-    for key in random.split(random.key(1000), site_rules.PRIOR_DRAWS):
+    # the keys as separate outputs of one program run once (iterating over a key array
+    # compiles an index per key)
+    keys = run_once(lambda: tuple(random.split(random.key(1000), site_rules.PRIOR_DRAWS)))
+    for key in keys:
         draw = prior_trace(model, key, model_args, model_kwargs)
         rows.append(tuple(jnp.asarray(draw[n]["value"], x.dtype) for n, x in zip(names, leaves)))
     try:
@@ -114,7 +117,8 @@ def check_gradient_sites(
     local = tuple(
         np.stack([np.asarray(x) for x in parts]) for parts in zip(*[e[1] for e in evaluated])
     )
-    tables = run_once(tables_at, points)
+    # in NumPy: each eager index of a JAX array below would compile a program of its own
+    tables = {j: np.asarray(t) for j, t in run_once(tables_at, points).items()}
     errors_by_point = []
     for p in range(f.shape[0]):
         errors: list[Any] = [None] * len(specs)
