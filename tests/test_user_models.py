@@ -309,8 +309,12 @@ def test_recommended_kernel_matches_the_exact_answer(name):
 
 #: (warmup, draws) of the slow runs; variable selection's rare inclusions need long runs:
 #: at 300 warmup steps and 1,000 draws DMALA, AB and ACS miss by 4.4 to 9.5 standard errors
-#: (too few excursions for an honest ESS), at 1,000 and 6,000 they pass on two seeds
-SLOW_RUNS = {"variable_selection": (1000, 6000)}
+#: (too few excursions for an honest ESS), at 1,000 and 6,000 they pass on two seeds. On the
+#: scan HMM, ACS visits the last state's rarer value (posterior 0.105) in long excursions: at
+#: 500 and 2,000 it gave 0.059 in the test's 2 chains (z 4.55); in 4 chains 0.071 (seed 0,
+#: ESS 667, z 3.5: the ESS an overestimate) and 0.099 (seed 1); at 2,000 and 10,000 0.104
+#: (z 0.1, 4 chains), and the test passes
+SLOW_RUNS = {"variable_selection": (1000, 6000), "hmm_scan": (2000, 10000)}
 
 #: findings (tests below): kernels of the suite that are wrong on a model at the test's size
 FINDINGS = {("cjs", "GWG"), ("ssvs", "DMALA"), ("ssvs", "AB"), ("ssvs", "MixedHMC")}
