@@ -16,6 +16,7 @@ Findings are marked ``xfail(strict=True)`` with the finding as the reason.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
 import warnings
 from typing import Any
@@ -35,6 +36,17 @@ from discrete_kernels.samplers import plate_gibbs
 from .mc import assert_mc_close
 
 WARMUP, SAMPLES, CHAINS = 300, 1000, 2
+
+
+@pytest.fixture(autouse=True)
+def _drop_compiled_programs():
+    """Each run compiles programs of its own. A worker that kept every one of the slow
+    suite's crashed in LLVM while compiling (a segmentation fault, twice in one run of
+    ``-m slow``: the process's memory maps run out, as ``benchmarks/user_suite.py`` found);
+    both tests pass alone. Dropping them after each test keeps the worker alive."""
+    yield
+    jax.clear_caches()
+    gc.collect()
 
 
 def check(
