@@ -386,7 +386,7 @@ class Sampler:
     def unread_tables(self, sites: Sites) -> frozenset[int]:
         """Leaves whose local information the step never reads where the adapter gives each
         coordinate's row (:class:`LocalFnWithRows`): its ``local_fn`` may then leave those
-        entries None, at every call (a compiled loop's carry keeps its structure). None by
+        entries None, at every call (a compiled loop's carry keeps its structure). No leaf by
         default."""
         return frozenset()
 
