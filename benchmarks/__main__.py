@@ -69,6 +69,7 @@ SCRIPTS = {
     "ucd_cost": "UCD against CD-1 per iteration on an early and a trained RBM, both trainers",
     "ebm_trainer_overhead": "EBM trainer against a plain jitted update",
     "ebm_pcd_kernels": "PCD with library kernels: the torch trainer against the JAX one",
+    "ebm_plate_gibbs": "PlateGibbs as the EBM negative phase: mixing per second on an Ising energy",
     "plate_table_cost": "a plate site's exact table against one value_and_grad, N to 10^5",
     "pyro_chain": "Pyro's PlateGibbs colour sweep on a chain against DiscreteGibbs and DMALA",
     "pyro_paired": "Pyro's PairedGibbs on variable selection against DiscreteGibbs and DMALA",

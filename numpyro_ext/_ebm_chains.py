@@ -15,6 +15,7 @@ from jax import random
 import discrete_kernels as dk
 from discrete_kernels import ebm as core
 from discrete_kernels.ebm import BlockGibbs, SiteGibbs
+from discrete_kernels.ebm import plate as core_plate
 from discrete_kernels.kernel import Sampler, Sites, take_step
 from discrete_kernels.samplers.acs import ACSPCDState
 from discrete_kernels.warmup import Feedback, run_phases, start_phases
@@ -23,18 +24,67 @@ from ._noise import draw_noise
 from .driver import JAX_CONTROL, DiscreteKernel
 
 
-def kernel_sampler(kernel: DiscreteKernel, dim: int) -> tuple[Sampler, Sites, Any]:
-    """The spec, the sites of one binary leaf of ``dim`` coordinates, and the adaptation
-    state at which the spec's parameters are its initial ones (no warmup in training)."""
+def kernel_sampler(
+    kernel: DiscreteKernel, dim: int, colours: tuple | None = None
+) -> tuple[Sampler, Sites, Any]:
+    """The spec, the sites of one binary leaf of ``dim`` coordinates (with its single-site
+    table and ``colours`` for ``PlateGibbs``, :func:`discrete_kernels.ebm.plate.
+    plate_gibbs_sites`), and the adaptation state at which the spec's parameters are its
+    initial ones (no warmup in training)."""
     spec = kernel.spec
-    sites = Sites(("x",), (dk.Binary(),), (False,))
-    spec.check_sites(sites, dim)
+    sites = kernel_sites(kernel, dim, colours)
     adapt = spec.adapt_init(jnp.ones(()), 0, sites, dim, JAX_CONTROL)
     return spec, sites, start_phases(spec.phases(0, JAX_CONTROL), adapt)
 
 
-def advance(sampler, energy, params, x, key, num_steps: int, dim: int):
-    """``num_steps`` sampler steps on each chain of ``x`` (C, d): ``(x, mean accept_prob)``."""
+def kernel_sites(kernel: DiscreteKernel, dim: int, colours: tuple | None) -> Sites:
+    """The sites of the trainers' one binary leaf for ``kernel``'s spec, checked."""
+    spec = kernel.spec
+    if spec.needs_plate_tables:
+        if colours is None:
+            raise ValueError(
+                f"{spec.name}: the energy's colouring comes from train (CD or PCD); here "
+                "use a gradient kernel such as nx.DMALA(step_size=0.2)."
+            )
+        sites = core_plate.plate_gibbs_sites(colours)
+    else:
+        sites = Sites(("x",), (dk.Binary(),), (False,))
+    spec.check_sites(sites, dim)
+    return sites
+
+
+def plate_colouring(kernel: Any, energy: Callable, params: Any, dim: int) -> tuple[int, ...] | None:
+    """``PlateGibbs``'s colouring of the energy's ``dim`` coordinates
+    (:func:`discrete_kernels.ebm.plate.energy_colouring`): the interactions probed at a
+    uniform random state, at ``params`` and at random perturbations of them; None for
+    another kernel. Every key here is fixed, so a resumed run finds the same colouring."""
+    if not isinstance(kernel, DiscreteKernel) or not kernel.spec.needs_plate_tables:
+        return None
+    owner = kernel.spec.name
+    given = core_plate.given_blocks(owner, getattr(kernel.spec, "blocks", None))
+    perturbations = core_plate.PROBE_PERTURBATIONS
+    core_plate.check_probe_size(dim, 1 + perturbations, owner)
+    key_state, *keys_params = random.split(random.key(0), 1 + perturbations)
+    state = random.bernoulli(key_state, 0.5, (dim,)).astype(jnp.int32)
+    batch = jnp.asarray(core_plate.interaction_probe_batch(state), jnp.result_type(float))
+    leaves, treedef = jax.tree.flatten(params)
+    points = [params]
+    for key_params in keys_params:
+        keys = random.split(key_params, len(leaves))
+        noisy = [
+            core_plate.perturbed(x, random.normal(k, jnp.shape(x), jnp.result_type(x)))
+            for x, k in zip(leaves, keys)
+        ]
+        points.append(jax.tree.unflatten(treedef, noisy))
+    values = [jax.device_get(-energy(p, batch)) for p in points]
+    eps = float(jnp.finfo(batch.dtype).eps)
+    colours = core_plate.energy_colouring(values, eps, given, owner)
+    return tuple(int(c) for c in colours)
+
+
+def advance(sampler, energy, params, x, key, num_steps: int, dim: int, colours=None):
+    """``num_steps`` sampler steps on each chain of ``x`` (C, d): ``(x, mean accept_prob)``;
+    ``colours``: ``PlateGibbs``'s colouring (:func:`plate_colouring`)."""
     if isinstance(sampler, BlockGibbs):
         hidden_shape = x.shape[:-1] + (params.weights.shape[1],)
 
@@ -61,8 +111,10 @@ def advance(sampler, energy, params, x, key, num_steps: int, dim: int):
         v, _ = jax.lax.fori_loop(0, num_steps, site, (x, key))
         return v, jnp.asarray(jnp.nan)
 
-    _, _, adapt = kernel_sampler(sampler, dim)
-    init, step, _ = kernel_chain_fns(sampler, dim, lambda z: -energy(params, z[None])[0])
+    _, _, adapt = kernel_sampler(sampler, dim, colours)
+    init, step, _ = kernel_chain_fns(
+        sampler, dim, lambda z: -energy(params, z[None])[0], colours, lambda zs: -energy(params, zs)
+    )
 
     def one_chain(x1, key1):
         def body(i, carry):
@@ -80,18 +132,36 @@ def advance(sampler, energy, params, x, key, num_steps: int, dim: int):
     return jnp.asarray(xs, x.dtype), jnp.mean(accept)
 
 
-def kernel_chain_fns(kernel: DiscreteKernel, dim: int, log_density: Callable):
+def kernel_chain_fns(
+    kernel: DiscreteKernel,
+    dim: int,
+    log_density: Callable,
+    colours: tuple | None = None,
+    log_density_batch: Callable | None = None,
+):
     """``(init, step, local_fn)`` of one chain of ``kernel`` on ``{0, 1}^dim`` for
     ``log_density(x)`` (a float vector in, a scalar out): ``init(x) -> chain``,
     ``step(chain, adapt, key, i, params=None, num_warmup=0) -> (chain, adapt, accept_prob)``
     (with ``params``, a :class:`StepParameters` that replaces the spec's and skips its
-    adaptation) and the spec's ``local_fn(leaves) -> (f, (grad,))``."""
-    spec, sites, _ = kernel_sampler(kernel, dim)
+    adaptation) and the spec's ``local_fn(leaves) -> (f, (grad,))``; for ``PlateGibbs``
+    (``colours`` given) ``local_fn(leaves) -> (f, (table,))``, the leaf's single-site table
+    from ``log_density_batch`` (states (B, d) -> (B,))."""
+    spec, sites, _ = kernel_sampler(kernel, dim, colours)
 
-    def local_fn(leaves: tuple) -> tuple:
+    def gradient_local_fn(leaves: tuple) -> tuple:
         xf = jnp.asarray(leaves[0], jnp.result_type(float))
         f, g = jax.value_and_grad(log_density)(xf)
         return f, (g,)
+
+    local_fn: Callable = gradient_local_fn
+    if spec.needs_plate_tables:
+        assert log_density_batch is not None, "PlateGibbs evaluates batches of states"
+        batch_fn = log_density_batch
+
+        def as_floats(zs: jax.Array) -> jax.Array:
+            return batch_fn(jnp.asarray(zs, jnp.result_type(float)))
+
+        local_fn = core_plate.table_local_fn(as_floats, colours, complete_at_end=True)
 
     shapes = spec.noise_shapes(sites, [(dim,)])
 

@@ -9,9 +9,10 @@ the model term is estimated:
 
 - :class:`CD` (``k`` steps from the data batch), :class:`PCD` (a persistent buffer, ``steps``
   per iteration, optional re-initialisation at data): the sampler is any discrete kernel of
-  :mod:`numpyro_ext` built without a model (``nx.DMALA(step_size=0.2)``, ``nx.GWG()``, ...) or
-  :class:`BlockGibbs` for an RBM (the default there), or :class:`SiteGibbs` (random-scan
-  single-site Gibbs, any energy);
+  :mod:`numpyro_ext` built without a model (``nx.DMALA(step_size=0.2)``, ``nx.GWG()``, ...;
+  ``nx.PlateGibbs()`` sweeps the coordinates colour by colour, a checkerboard for a lattice,
+  :mod:`discrete_kernels.ebm.plate`) or :class:`BlockGibbs` for an RBM (the default there), or
+  :class:`SiteGibbs` (random-scan single-site Gibbs, any energy);
 - :class:`UCD` (Qiu, Zhang and Wang, ICLR 2020): two coupled chains per data point, run until
   they meet, which makes the model term unbiased: block Gibbs chains of an RBM
   (:func:`discrete_kernels.ebm.rbm_coupled_gibbs_step`) or, for any energy, DMALA chains
@@ -61,6 +62,7 @@ from ._ebm_chains import (
     kernel_chain_fns,
     kernel_sampler,
     mean_energy_grad,
+    plate_colouring,
 )
 from ._ucd import ucd_negative
 from .driver import DiscreteKernel
@@ -277,12 +279,14 @@ def _make_update(
     batch_size: int,
     num_chains: int,
     chain_sharding: Any = None,
+    colours: tuple | None = None,
 ):
     """The jitted run of ``length`` iterations (static), ``(params, opt_state, buffer, key,
     data, length) -> (params, opt_state, buffer, key, info)`` with ``info`` stacked over the
     iterations; cached so that resuming or training again does not recompile. One iteration
     is one body of a ``lax.scan``, so a chunk of iterations costs one dispatch.
-    ``chain_sharding``: a sharding of the leading (chain) axis across devices, or None."""
+    ``chain_sharding``: a sharding of the leading (chain) axis across devices, or None;
+    ``colours``: ``PlateGibbs``'s colouring of the coordinates (``plate_colouring``)."""
     import optax
 
     def on_devices(x: jax.Array) -> jax.Array:
@@ -323,7 +327,9 @@ def _make_update(
                     sampler, energy, params, state, key_neg, steps, dim
                 )
             else:
-                samples, accept = advance(sampler, energy, params, start, key_neg, steps, dim)
+                samples, accept = advance(
+                    sampler, energy, params, start, key_neg, steps, dim, colours
+                )
                 if isinstance(method, PCD):
                     buffer = samples
             samples = on_devices(samples)
@@ -463,7 +469,19 @@ def train(
     )
     if chain_sharding is not None:
         buffer = _sharding.shard_leading_axis(buffer, chain_sharding)
-    options = (energy, optimizer, method, data.shape, batch_size, num_chains, chain_sharding)
+    sampler = None if isinstance(method, UCD) else _sampler_of(method, energy)
+    # found from the parameters each call (a resumed run's): every key fixed, the same colours
+    colours = plate_colouring(sampler, energy, params, data.shape[1])
+    options = (
+        energy,
+        optimizer,
+        method,
+        data.shape,
+        batch_size,
+        num_chains,
+        chain_sharding,
+        colours,
+    )
     try:
         update = _make_update(*options)
     except TypeError:  # an unhashable energy or optimiser: build it afresh

@@ -7,6 +7,7 @@ belongs to one row and is drawn in row order (:class:`Rows`). The mathematics is
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -17,6 +18,7 @@ from torch import nn
 import discrete_kernels as dk
 from discrete_kernels import PYTHON_CONTROL, Sites
 from discrete_kernels import ebm as core
+from discrete_kernels.ebm import plate as core_plate
 from discrete_kernels.samplers.acs import ACSPCDState
 from discrete_kernels.warmup import Feedback, run_phases, start_phases
 
@@ -84,6 +86,35 @@ def site_gibbs(energy: nn.Module, x: torch.Tensor, num_steps: int, rows: Rows) -
     return x
 
 
+def plate_colouring(kernel: Any, energy: nn.Module, data: torch.Tensor) -> tuple[int, ...] | None:
+    """``PlateGibbs``'s colouring of the energy's coordinates
+    (:func:`discrete_kernels.ebm.plate.energy_colouring`): the interactions probed at a
+    uniform random state, at the module's parameters and at random perturbations of them (a
+    copy of the module); None for another sampler. The random numbers come from a generator of
+    their own with a fixed seed: the run's stream is untouched and a resumed run finds the same
+    colouring."""
+    if not isinstance(kernel, DiscreteKernel) or not kernel.spec.needs_plate_tables:
+        return None
+    owner, dim = kernel.spec.name, data.shape[1]
+    given = core_plate.given_blocks(owner, getattr(kernel.spec, "blocks", None))
+    perturbations = core_plate.PROBE_PERTURBATIONS
+    core_plate.check_probe_size(dim, 1 + perturbations, owner)
+    generator = torch.Generator().manual_seed(0)
+    state = (torch.rand(dim, generator=generator) < 0.5).to(torch.long)
+    batch = core_plate.interaction_probe_batch(state).to(dtype=data.dtype, device=data.device)
+    with torch.no_grad():
+        values = [(-energy(batch)).cpu().numpy()]
+        for _ in range(perturbations):
+            noisy = copy.deepcopy(energy)
+            for parameter in noisy.parameters():
+                noise = torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
+                parameter.copy_(core_plate.perturbed(parameter, noise.to(parameter.device)))
+            values.append((-noisy(batch)).cpu().numpy())
+    eps = float(torch.finfo(data.dtype).eps)
+    colours = core_plate.energy_colouring(values, eps, given, owner)
+    return tuple(int(c) for c in colours)
+
+
 def kernel_steps(
     kernel: DiscreteKernel,
     energy: nn.Module,
@@ -92,6 +123,7 @@ def kernel_steps(
     schedule: Callable | None = None,
     num_warmup: int = 0,
     rows: Rows = ONE_PROCESS,
+    colours: tuple | None = None,
 ):
     """``num_steps`` steps of ``kernel``'s spec on each chain of ``x`` (C, d), all chains at
     once: as the rows of one leaf (:func:`steps_in_rows`) where the spec can, else the spec's
@@ -100,10 +132,16 @@ def kernel_steps(
     ``(x, mean accept_prob, adaptation states)`` (the states batched over the chains).
     ``schedule(i) -> StepParameters`` replaces the spec's parameters (and its adaptation);
     ``num_warmup`` is passed to the spec's adaptation; ``rows``: the chains of ``x`` are this
-    process's block of the run's (their noise is drawn for every chain and the block kept)."""
+    process's block of the run's (their noise is drawn for every chain and the block kept);
+    ``colours``: ``PlateGibbs``'s colouring (:func:`plate_colouring`), whose local information
+    is the leaf's single-site table."""
     spec = kernel.spec
     chains, dim = x.shape  # this process's; the noise is drawn for all rows.total(chains)
-    sites = Sites(("x",), (dk.Binary(),), (False,))
+    if spec.needs_plate_tables:
+        assert colours is not None, "PlateGibbs's colouring comes from train"
+        sites = core_plate.plate_gibbs_sites(colours)
+    else:
+        sites = Sites(("x",), (dk.Binary(),), (False,))
     spec.check_sites(sites, dim)
     like = torch.ones((), dtype=x.dtype, device=x.device)
     shapes = spec.noise_shapes(sites, [(dim,)])
@@ -118,13 +156,19 @@ def kernel_steps(
 
     gradient_and_value = torch.func.grad_and_value(log_density)
 
-    def local_fn(leaves: tuple) -> tuple:
+    def gradient_local_fn(leaves: tuple) -> tuple:
         z = leaves[0].to(x.dtype)
         if closed_form is not None:
             e, de = closed_form(z[None])
             return -e[0], (-de[0],)
         g, f = gradient_and_value(z)
         return f, (g,)
+
+    local_fn: Callable = gradient_local_fn
+    if spec.needs_plate_tables:
+        local_fn = core_plate.table_local_fn(
+            lambda zs: -energy(zs.to(x.dtype)), colours, complete_at_end=False
+        )
 
     # every step's noise, drawn at once: (C, num_steps, ...) per uniform leaf
     sizes = [math.prod(shape) for shape in shapes.uniforms]
@@ -174,10 +218,16 @@ def kernel_steps(
 
 
 def negative_samples(
-    sampler: Any, energy: nn.Module, start: torch.Tensor, steps: int, rows: Rows
+    sampler: Any,
+    energy: nn.Module,
+    start: torch.Tensor,
+    steps: int,
+    rows: Rows,
+    colours: tuple | None = None,
 ) -> tuple[torch.Tensor, Any]:
     """``steps`` steps of ``sampler`` from ``start`` (C, d): ``(samples (C, d), mean accept
-    probability or NaN for the Gibbs samplers)``; ACS's PCD schedule is not here."""
+    probability or NaN for the Gibbs samplers)``; ACS's PCD schedule is not here;
+    ``colours``: ``PlateGibbs``'s colouring (:func:`plate_colouring`)."""
     if isinstance(sampler, core.BlockGibbs):
         with torch.no_grad():
             return block_gibbs(energy, start, steps, rows), math.nan  # type: ignore[arg-type]
@@ -185,7 +235,9 @@ def negative_samples(
         with torch.no_grad():
             return site_gibbs(energy, start, steps, rows), math.nan
     assert isinstance(sampler, DiscreteKernel)
-    samples, accept_prob, _ = kernel_steps(sampler, energy, start, steps, rows=rows)
+    samples, accept_prob, _ = kernel_steps(
+        sampler, energy, start, steps, rows=rows, colours=colours
+    )
     return samples, accept_prob
 
 

@@ -23,9 +23,10 @@ from ._ebm_chains import Rows, negative_samples
 from ._torch_compile import compiled
 
 
-def check_compilable(method: Any, acs_schedule: bool) -> None:
-    """Refuse ``torch_compile=True`` for UCD (an iteration's steps depend on its random numbers)
-    and for ACS's PCD schedule (its parameters and re-tunings change with the iteration)."""
+def check_compilable(method: Any, acs_schedule: bool, plate_gibbs: bool = False) -> None:
+    """Refuse ``torch_compile=True`` for UCD (an iteration's steps depend on its random numbers),
+    for ACS's PCD schedule (its parameters and re-tunings change with the iteration) and for
+    ``PlateGibbs`` (its sweep is a Python loop over colours and coordinates)."""
     if isinstance(method, UCD):
         raise ValueError(
             "train: torch_compile=True does not apply to UCD (its coupled chains run until they "
@@ -36,6 +37,11 @@ def check_compilable(method: Any, acs_schedule: bool) -> None:
             "train: torch_compile=True does not apply to PCD with ACS (its schedule changes the "
             "step's parameters from one iteration to the next, and every 25 cycles an "
             "iteration is a re-tuning run of its own length); pass torch_compile=False."
+        )
+    if plate_gibbs:
+        raise ValueError(
+            "train: torch_compile=True does not apply to PlateGibbs (its sweep loops over the "
+            "colours and coordinates in Python); pass torch_compile=False."
         )
 
 

@@ -7,7 +7,9 @@ optimiser is any ``torch.optim`` optimiser over its parameters. Ready-made energ
 Methods: ``CD(k, sampler)``, ``PCD(sampler, steps, num_chains, reinit_prob)`` with
 ``BlockGibbs()`` (an RBM's default), ``SiteGibbs()`` (random-scan single-site Gibbs, any
 energy) or a kernel of :mod:`pyro_ext` built without a model (``px.DMALA(step_size=0.2)``;
-``px.ACS()`` runs the ACS paper's PCD schedule), and ``UCD(k, max_time, max_tries, coupling)``
+``px.ACS()`` runs the ACS paper's PCD schedule; ``px.PlateGibbs()`` sweeps the coordinates
+colour by colour, a checkerboard for a lattice, :mod:`discrete_kernels.ebm.plate`), and
+``UCD(k, max_time, max_tries, coupling)``
 with coupled
 block Gibbs chains of an RBM or coupled DMALA chains of any energy.
 
@@ -55,6 +57,7 @@ from ._ebm_chains import (
     acs_pcd_steps,
     check_closed_form_gradient,
     negative_samples,
+    plate_colouring,
 )
 from ._ebm_compiled import check_compilable, compiled_iteration, set_gradients
 from ._ucd import ucd_negative
@@ -314,9 +317,11 @@ def train(
             if acs_schedule:
                 buffer = sampler.spec.pcd_schedule().init(buffer)  # type: ignore[union-attr]
         done, history = 0, {}
+    # found from the module's parameters (a resumed run's too): the same colours
+    colours = plate_colouring(sampler, energy, data)
     compiled = None
     if torch_compile:
-        check_compilable(method, acs_schedule)
+        check_compilable(method, acs_schedule, colours is not None)
         steps = method.k if isinstance(method, CD) else method.steps
         compiled = compiled_iteration(energy, sampler, steps, rows)
     records: dict[str, list] = {}
@@ -343,7 +348,9 @@ def train(
             elif compiled is not None:
                 samples, info["accept_prob"], gap, gradients = compiled(start, batch)
             else:
-                samples, info["accept_prob"] = negative_samples(sampler, energy, start, steps, rows)
+                samples, info["accept_prob"] = negative_samples(
+                    sampler, energy, start, steps, rows, colours
+                )
             if isinstance(method, PCD) and not acs_schedule:
                 buffer = samples
             negative = None

@@ -209,6 +209,18 @@ def test_benchmark_command_lists_every_script():
 
 
 @pytest.mark.slow
+def test_benchmark_command_quick_run_of_the_ebm_plate_gibbs_comparison():
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "ebm_plate_gibbs"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("| PlateGibbs |") == 2  # a JAX row and a torch row
+
+
+@pytest.mark.slow
 def test_benchmark_command_quick_run_of_the_scaling_study():
     out = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "scaling"],

@@ -13,10 +13,12 @@ pcd_schedule`, :meth:`~discrete_kernels.Sampler.check_coupling`,
   ``SiteGibbs`` and their checks;
 - :mod:`~discrete_kernels.ebm.rbm` - the Bernoulli RBM, the lattice Ising energy, data;
 - :mod:`~discrete_kernels.ebm.couplings` - maximal couplings and coupled block Gibbs;
-- :mod:`~discrete_kernels.ebm.estimators` - the UCD weights and AIS increments.
+- :mod:`~discrete_kernels.ebm.estimators` - the UCD weights and AIS increments;
+- :mod:`~discrete_kernels.ebm.plate` - ``PlateGibbs`` as the negative phase: an energy's
+  coordinates coloured from its single-site tables.
 """
 
-from . import couplings, estimators, methods, rbm
+from . import couplings, estimators, methods, plate, rbm
 from .couplings import (
     CouplingInfo,
     maximal_coupling,
@@ -87,6 +89,7 @@ __all__ = [
     "lattice_mask",
     "maximal_coupling",
     "methods",
+    "plate",
     "rbm",
     "rbm_coupled_gibbs_step",
     "rbm_free_energy",

@@ -298,3 +298,40 @@ def test_ucd_compaction_keeps_the_pairs_still_apart_first():
     order = ebm.ucd_compaction_order(met, 4)
     np.testing.assert_array_equal(order[:3], [1, 3, 4])  # apart, in their order
     assert met[order[3]]  # then met rows as padding
+
+
+def test_energy_colouring_from_the_probe_tables():
+    """The trainers' PlateGibbs colouring of an energy: a chain's even/odd colours, one colour
+    per coordinate for a dense quadratic energy, refusals past MAX_COLOURS and of a given
+    colouring that puts neighbours together."""
+    from discrete_kernels.ebm import plate
+
+    rng = np.random.default_rng(0)
+
+    def log_densities(couplings, dim):
+        x = (rng.uniform(size=dim) < 0.5).astype(np.int64)
+        batch = plate.interaction_probe_batch(x).astype(np.float64)
+        s = 2 * batch - 1
+        return np.einsum("bi,ij,bj->b", s, couplings, s) / 2
+
+    dim = 6
+    chain = np.diag(rng.normal(size=dim - 1), 1)
+    chain = chain + chain.T
+    eps = float(np.finfo(np.float64).eps)
+    colours = plate.energy_colouring([log_densities(chain, dim)], eps)
+    np.testing.assert_array_equal(colours, [0, 1, 0, 1, 0, 1])
+    dense = rng.normal(size=(dim, dim))
+    dense = dense + dense.T
+    np.testing.assert_array_equal(
+        plate.energy_colouring([log_densities(dense, dim)], eps), range(6)
+    )
+    # the union over parameter points: a chain at one point, dense at the other
+    both = [log_densities(chain, dim), log_densities(dense, dim)]
+    np.testing.assert_array_equal(plate.energy_colouring(both, eps), range(6))
+    with pytest.raises(ValueError, match="not a valid colouring: coordinates 0 and 1 share"):
+        plate.energy_colouring([log_densities(chain, dim)], eps, given=[0, 0, 1, 1, 0, 0])
+    wide = rng.normal(size=(17, 17))
+    with pytest.raises(ValueError, match="17 coordinates need 17 colours"):
+        plate.energy_colouring([log_densities(wide + wide.T, 17)], eps)
+    with pytest.raises(ValueError, match="blocks names \\['y'\\]"):
+        plate.given_blocks("PlateGibbs", {"y": colours})
