@@ -46,10 +46,13 @@ __all__ = [
     "LEAF_NAME",
     "PROBE_PARAMETER_SCALE",
     "PROBE_PERTURBATIONS",
+    "check_probe_size",
     "energy_colouring",
     "given_blocks",
     "interaction_probe_batch",
+    "perturbed",
     "plate_gibbs_sites",
+    "probe_evaluations",
     "table_local_fn",
 ]
 
@@ -59,7 +62,7 @@ LEAF_NAME = "x"
 #: the random perturbations of the parameters at which the interactions are probed too:
 #: ``theta + PROBE_PARAMETER_SCALE * (|theta| + 1) * N(0, 1)`` per entry. At 0.1, a 16 x 8
 #: RBM initialised at scale 0.01 showed 230 of its 240 interacting pairs in float32 (the
-#: others changed a conditional by 1e-5, under the tables' rounding tolerance); at 1 all
+#: others changed a conditional by 1e-5, under the tables' rounding tolerance); at 1, all 240
 PROBE_PARAMETER_SCALE = 1.0
 PROBE_PERTURBATIONS = 2
 
@@ -136,7 +139,8 @@ def energy_colouring(
         flat = np.asarray(values, np.float64)
         dim = _dimension_of(flat.shape[0])
         tables = flat.reshape(dim + 1, dim, _DOMAIN.num_values)
-        current = tables[0, 0].max()  # one of the row's two entries is the state's own
+        # the scale of the tables' rounding: one of a row's two entries is the state's own
+        current = tables[0, 0].max()
         found = table_interaction_graph(
             tables[None, 0], tables[None, 1:], np.asarray([current]), eps
         )
