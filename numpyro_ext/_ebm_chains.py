@@ -40,15 +40,7 @@ def kernel_sampler(
 def kernel_sites(kernel: DiscreteKernel, dim: int, colours: tuple | None) -> Sites:
     """The sites of the trainers' one binary leaf for ``kernel``'s spec, checked."""
     spec = kernel.spec
-    if spec.needs_plate_tables:
-        if colours is None:
-            raise ValueError(
-                f"{spec.name}: the energy's colouring comes from train (CD or PCD); here "
-                "use a gradient kernel such as nx.DMALA(step_size=0.2)."
-            )
-        sites = core_plate.plate_gibbs_sites(colours)
-    else:
-        sites = Sites(("x",), (dk.Binary(),), (False,))
+    sites = core_plate.training_sites(spec.needs_plate_tables, colours, spec.name)
     spec.check_sites(sites, dim)
     return sites
 

@@ -137,11 +137,7 @@ def kernel_steps(
     is the leaf's single-site table."""
     spec = kernel.spec
     chains, dim = x.shape  # this process's; the noise is drawn for all rows.total(chains)
-    if spec.needs_plate_tables:
-        assert colours is not None, "PlateGibbs's colouring comes from train"
-        sites = core_plate.plate_gibbs_sites(colours)
-    else:
-        sites = Sites(("x",), (dk.Binary(),), (False,))
+    sites = core_plate.training_sites(spec.needs_plate_tables, colours, spec.name)
     spec.check_sites(sites, dim)
     like = torch.ones((), dtype=x.dtype, device=x.device)
     shapes = spec.noise_shapes(sites, [(dim,)])

@@ -54,6 +54,7 @@ __all__ = [
     "plate_gibbs_sites",
     "probe_evaluations",
     "table_local_fn",
+    "training_sites",
 ]
 
 #: the trainers' one leaf (``PlateGibbs(blocks={"x": colours})``)
@@ -186,6 +187,20 @@ def _dimension_of(rows: int) -> int:
     if (dim + 1) * dim * s != rows:
         raise ValueError(f"{rows} log densities are not an interaction probe's (d + 1) d 2")
     return dim
+
+
+def training_sites(needs_tables: bool, colours: Any, owner: str) -> Sites:
+    """The trainers' one binary leaf ``"x"`` of one chain: with its single-site table and
+    ``colours`` for a sampler that reads tables (``PlateGibbs``; :func:`plate_gibbs_sites`),
+    with its gradient otherwise."""
+    if not needs_tables:
+        return Sites((LEAF_NAME,), (_DOMAIN,), (False,))
+    if colours is None:
+        raise ValueError(
+            f"{owner}: the energy's colouring comes from train (CD or PCD); elsewhere use a "
+            "gradient kernel such as DMALA(step_size=0.2)."
+        )
+    return plate_gibbs_sites(colours)
 
 
 def plate_gibbs_sites(colours: Any) -> Sites:
