@@ -77,6 +77,7 @@ def plate_leaves(
     blocks: dict | None = None,
     needs_tables: bool = False,
     draws_chains: bool = False,
+    known: tuple[dict, dict] = ({}, {}),
 ) -> tuple[tuple[LeafSpec, ...], dict, dict]:
     """The leaves with the ``wanted`` ones in plate mode where their plates make their
     coordinates conditionally independent, or else a colouring does (the user's ``blocks``
@@ -91,8 +92,10 @@ def plate_leaves(
     its pair table instead: :mod:`discrete_kernels.chains`); for other samplers an exact site
     keeps its single-site table. The model's program (:func:`_terms_read`) spares the probes
     that cannot succeed: the plate check where a term outside the site's plates is computed
-    from it, the terms' probe where a term of one element is."""
-    out, dims, owners = list(leaves), dict[str, dict](), dict[str, Any]()
+    from it, the terms' probe where a term of one element is. ``known``: the plate dims and
+    term owners of ``leaves`` already in plate mode (their tables are part of every trial
+    setup's ``local_fn``)."""
+    out, dims, owners = list(leaves), dict[str, dict](known[0]), dict[str, Any](known[1])
     blocks = {} if blocks is None else blocks
     points = [
         tuple(jnp.asarray(draw[n]["value"], setup.site_dtypes[n]) for n in setup.names)

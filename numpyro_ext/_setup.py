@@ -473,7 +473,15 @@ def setup_model(
                     LeafSpec(s.name, s.domain, EXACT) if s.name in names else s for s in leaves
                 )
                 found = plate_leaves(
-                    owner, setup, exact, structural, names, model, model_args, model_kwargs
+                    owner,
+                    setup,
+                    exact,
+                    structural,
+                    names,
+                    model,
+                    model_args,
+                    model_kwargs,
+                    known=(dims, owners),
                 )
                 # plate sites only: a coloured site's table needs its term owners
                 plain = {s.name for s in found[0] if s.is_plate and s.colours is None}

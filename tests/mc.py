@@ -47,6 +47,26 @@ def assert_mc_close(
     return z
 
 
+def broken_mh(monkeypatch) -> None:
+    """An MH ratio with its forward and reverse proposal terms swapped (a sign error in the
+    correction): a wrong kernel the checks must catch.
+
+    Dropping only the reverse term, the break used in ``test_peer_models_more.py``, is too mild
+    for the compositions: with exact local differences the locally balanced proposal of a
+    categorical site is close to an independence proposal from ``sqrt(pi)``, and without its
+    reverse term the chain is biased by less than these runs' standard errors (measured: the
+    NumPyro mixture and the Pyro change point passed the check). With the terms swapped the
+    kernel targets ``pi^2`` on such sites."""
+    from discrete_kernels import metropolis
+
+    original = metropolis.mh_log_ratio
+
+    def swapped(log_x, log_y, log_q_forward, log_q_reverse):
+        return original(log_x, log_y, log_q_reverse, log_q_forward)
+
+    monkeypatch.setattr(metropolis, "mh_log_ratio", swapped)
+
+
 def ising_weights(side: int) -> np.ndarray:
     """Adjacency of a ``side x side`` lattice with open boundaries, shape (d, d)."""
     d = side * side

@@ -6,7 +6,7 @@ and next to ESH.
 Each check is ``assert_mc_close`` (chain-pooled means within 5 ESS-based standard errors). Its
 power on these models: the same run with a kernel whose MH ratio swaps its forward and reverse
 proposal terms must fail it (the ``..._fails_for_a_broken_kernel`` tests). The default run keeps
-one NumPyro composition; the full kernel x composition matrix is marked ``slow``.
+two NumPyro compositions; the full kernel x composition matrix is marked ``slow``.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ from pyro.infer import NUTS as PNUTS  # noqa: E402
 
 import numpyro_ext as nx  # noqa: E402
 import pyro_ext as px  # noqa: E402
-from discrete_kernels import metropolis as core_steps  # noqa: E402
 
-from .mc import assert_mc_close  # noqa: E402
+from .mc import assert_mc_close, broken_mh  # noqa: E402
 from .test_peer_models import CP_ALPHA, CP_COUNTS, CP_T, changepoint_exact  # noqa: E402
 
 # ------------------------------------------------------------------------------------------
@@ -167,15 +166,16 @@ def run_pyro_mixture(kernel_name, continuous, num_samples=1500, seed=0, warmup=5
     return mixture_features(s["z"].numpy(), s["mu"].numpy())
 
 
-NUMPYRO_KERNELS = ["DULA", "DMALA", "GWG", "AB", "ACS"]
-PYRO_KERNELS = ["DULA", "DMALA", "GWG", "AB", "ACS", "DiscreteGibbs"]
+NUMPYRO_KERNELS = ["DULA", "DMALA", "GWG", "AB", "ACS", "PlateGibbs"]
+PYRO_KERNELS = ["DULA", "DMALA", "GWG", "AB", "ACS", "DiscreteGibbs", "PlateGibbs"]
 MIXTURE_CASES = [("numpyro", k, c) for k in NUMPYRO_KERNELS for c in ("NUTS", "ESH")] + [
     ("pyro", k, c) for k in PYRO_KERNELS for c in ("NUTS", "ESH")
 ]
-# default run: one NumPyro case (10 s). Pyro's cases take about 60 s each (1,500 draws: shorter
-# runs overestimate the ESS of rarely switching assignments); Pyro compositions with NUTS and
-# ESH run by default in test_peer_models.py and tests/pyro_ext/test_esh.py.
-MIXTURE_DEFAULT = {("numpyro", "DMALA", "NUTS")}
+# default run: two NumPyro cases (10 s each; PlateGibbs draws the assignments as a plate).
+# Pyro's cases take about 60 s each (1,500 draws: shorter runs overestimate the ESS of rarely
+# switching assignments); Pyro compositions with NUTS and ESH run by default in
+# test_peer_models.py and tests/pyro_ext/test_esh.py.
+MIXTURE_DEFAULT = {("numpyro", "DMALA", "NUTS"), ("numpyro", "PlateGibbs", "ESH")}
 
 
 def run_mixture(ppl, kernel_name, continuous):
@@ -232,24 +232,6 @@ def test_change_point_in_pyro_gibbs_with_nuts():
 
 # ------------------------------------------------------------------------------------------
 # power of the checks above
-
-
-def broken_mh(monkeypatch):
-    """An MH ratio with its forward and reverse proposal terms swapped (a sign error in the
-    correction): a wrong kernel the checks must catch.
-
-    Dropping only the reverse term, the break used in ``test_peer_models_more.py``, is too mild
-    here: with exact local differences the locally balanced proposal of a categorical site is
-    close to an independence proposal from ``sqrt(pi)``, and without its reverse term the chain
-    is biased by less than these runs' standard errors (measured: the NumPyro mixture and the
-    Pyro change point passed the check). With the terms swapped the kernel targets ``pi^2``
-    on such sites."""
-    original = core_steps.mh_log_ratio
-
-    def swapped(log_x, log_y, log_q_forward, log_q_reverse):
-        return original(log_x, log_y, log_q_reverse, log_q_forward)
-
-    monkeypatch.setattr(core_steps, "mh_log_ratio", swapped)
 
 
 @pytest.mark.slow

@@ -8,7 +8,9 @@ Pyro's spike-and-slab); the other PPL's runs and the power runs are marked ``slo
 Each check is a z-test on chain-pooled means with ESS-based standard errors
 (``assert_mc_close``). Its power is shown on the defect itself by the ``slow`` tests below: the
 same run with the gradient forced (``exact_sites=[]``, the behaviour before
-``exact_sites="auto"``) must fail it.
+``exact_sites="auto"``) must fail it; where that run is slow but right at the test suite's
+XLA optimisation level (the change point, Gibbs(AB, NUTS) on the spike-and-slab), with a
+broken kernel (its MH ratio's proposal terms swapped).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from scipy.stats import multivariate_normal  # noqa: E402
 
 import numpyro_ext as nx  # noqa: E402
 import pyro_ext as px  # noqa: E402
+from tests.mc import broken_mh  # noqa: E402
 from tests.numpyro_ext.helpers import assert_mc_close  # noqa: E402
 
 
@@ -309,10 +312,14 @@ def test_spike_and_slab_with_coefficients_integrated_out(run):
 POWER_CASES = {
     "bernoulli-pyro": (_pyro_bernoulli, bernoulli_exact),
     "bernoulli-numpyro": (_numpyro_bernoulli, bernoulli_exact),
-    "change-point-numpyro": (_numpyro_changepoint, changepoint_exact),
     "spike-slab-numpyro": (_numpyro_spike_slab, spike_slab_exact),
     "spike-slab-pyro": (_pyro_spike_slab, spike_slab_exact),
 }
+# The change point is not among them: with the gradient forced its chain is a valid random walk
+# in tau whose path depends on the compiled code's rounding. At XLA's default optimisation it
+# stayed in the distant secondary mode (tau 69-73) and failed the check; at the level the test
+# suite runs (tests/conftest.py) it reached the main mode in warmup and gave the right answer
+# (E tau 44.17 against 44.01, ESS 201). Its power is shown with a broken kernel instead (below).
 
 
 @pytest.mark.slow
@@ -320,6 +327,20 @@ POWER_CASES = {
 def test_the_checks_fail_with_the_gradient_forced(case):
     run, exact = POWER_CASES[case]
     assert _fails(assert_mc_close, _quietly(run, []), exact())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["change-point-numpyro", "spike-slab-ab-numpyro"])
+def test_the_checks_fail_for_a_broken_kernel(monkeypatch, case):
+    """The runs of the change point and of Gibbs(AB, NUTS) with exact_sites="auto", their MH
+    ratio's proposal terms swapped (``tests/mc.broken_mh``): measured max |z| 12.3 and 24.7 (at
+    XLA's optimisation level 0; 12.8 and 16.0 at its default)."""
+    run, exact = {
+        "change-point-numpyro": (_numpyro_changepoint, changepoint_exact),
+        "spike-slab-ab-numpyro": (_numpyro_spike_slab_ab, spike_slab_exact),
+    }[case]
+    broken_mh(monkeypatch)
+    assert _fails(assert_mc_close, _quietly(run, "auto"), exact())
 
 
 # ------------------------------------------------------------------------------------------
@@ -352,12 +373,15 @@ def _numpyro_spike_slab_ab(exact_sites):
 def test_spike_and_slab_with_coefficients_in_gibbs_with_ab():
     """The coefficients integrate out to the marginal model above, so the exact inclusion
     probabilities are the same. Measured: max |z| 1.89 with exact_sites="auto" (AB-1st switches
-    gamma), 6.08 with the gradient forced (exact_sites=[])."""
+    gamma). With the gradient forced (exact_sites=[]) the chain under-includes (0.015, 0.018
+    and 0.056 against 0.039, 0.039 and 0.103) but its low ESS (408, 236, 70) keeps it within
+    the check at the suite's XLA optimisation level (|z| 6.08 at the default level): that run
+    is slow, not wrong, and the check's power is shown with a broken kernel instead
+    (``test_the_checks_fail_for_a_broken_kernel``)."""
     expected = spike_slab_exact()
     with pytest.warns(UserWarning, match="site 'gamma'.*Sampling 'gamma' with exact differences"):
         got = _numpyro_spike_slab_ab("auto")
     assert_mc_close(got, expected)
-    assert _fails(assert_mc_close, _quietly(_numpyro_spike_slab_ab, []), expected)
 
 
 def p_spike_slab_coefficients(y):

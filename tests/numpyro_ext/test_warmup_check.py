@@ -198,3 +198,25 @@ def test_without_the_check_some_seed_fails(monkeypatch, kernel):
     exact = selection_exact()
     worst = [float(binary_z(run_selection(kernel, seed)[0], exact).max()) for seed in SEEDS]
     assert max(worst) > 4, worst
+
+
+def test_a_scalar_site_switched_to_its_table_leaves_the_check_of_a_plate_site_working():
+    """A scalar site switched to exact differences is its own plate (its table is its whole
+    conditional); the warmup check's verification of a plate site then builds trial setups
+    with that site's table too. It raised KeyError (the scalar's plate dims were missing from
+    the trial) from 2026-11-24 until 2026-12-01, seen only by the slow Gibbs(DMALA, NUTS) test
+    of tests/test_peer_models.py."""
+
+    def model(data):
+        y = numpyro.sample("y", dist.Bernoulli(0.9))
+        with numpyro.plate("data", data.shape[0]):
+            z = numpyro.sample("z", dist.Bernoulli(0.65 * y + 0.1))
+            numpyro.sample("obs", dist.Normal(2.0 * z, 1.0), obs=data)
+
+    data = jnp.asarray(np.random.default_rng(0).normal(size=30), jnp.float32)
+    start = {"y": jnp.asarray(1), "z": jnp.asarray(np.arange(30) % 2)}
+    mcmc = MCMC(nx.DMALA(model), num_warmup=50, num_samples=20, progress_bar=False)
+    with pytest.warns(UserWarning, match="for site 'y' the gradient's local differences"):
+        mcmc.run(jax.random.key(1), data, init_params=start)
+    z = np.asarray(mcmc.get_samples()["z"])
+    assert z.shape == (20, 30) and set(np.unique(z)) <= {0, 1}
