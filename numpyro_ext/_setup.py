@@ -472,17 +472,8 @@ def setup_model(
                 exact = tuple(
                     LeafSpec(s.name, s.domain, EXACT) if s.name in names else s for s in leaves
                 )
-                found = plate_leaves(
-                    owner,
-                    setup,
-                    exact,
-                    structural,
-                    names,
-                    model,
-                    model_args,
-                    model_kwargs,
-                    known=(dims, owners),
-                )
+                args = (owner, setup, exact, structural, names, model, model_args, model_kwargs)
+                found = plate_leaves(*args, known=(dims, owners))
                 # plate sites only: a coloured site's table needs its term owners
                 plain = {s.name for s in found[0] if s.is_plate and s.colours is None}
                 return {name: d for name, d in found[1].items() if name in names and name in plain}

@@ -99,6 +99,8 @@ def plate_colouring(kernel: Any, energy: nn.Module, data: torch.Tensor) -> tuple
     given = core_plate.given_blocks(owner, getattr(kernel.spec, "blocks", None))
     perturbations = core_plate.PROBE_PERTURBATIONS
     core_plate.check_probe_size(dim, 1 + perturbations, owner)
+    # once, at the start of training: drawn on the CPU from a generator of its own, moved to
+    # the data's device, and the probe's log densities read back to the host for the colouring
     generator = torch.Generator().manual_seed(0)
     state = (torch.rand(dim, generator=generator) < 0.5).to(torch.long)
     batch = core_plate.interaction_probe_batch(state).to(dtype=data.dtype, device=data.device)
