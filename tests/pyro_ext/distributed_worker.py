@@ -2,7 +2,7 @@
 ``python -m tests.pyro_ext.distributed_worker PROCESS_ID NUM_PROCESSES PORT [MODE]``.
 
 Modes: ``run`` (default) runs 3 DMALA chains over the processes and trains an RBM
-data-parallel by CD, PCD with four samplers and UCD, printing the ArviZ data and the trained
+data-parallel by CD, PCD with five samplers and UCD, printing the ArviZ data and the trained
 weights as one JSON line; ``die`` makes
 process 1 exit right after joining (the others must stop with an error)."""
 
@@ -57,6 +57,8 @@ def work(process_id: int, num_processes: int, port: int, mode: str = "run") -> d
         "pcd_dmala": ebm.PCD(sampler=px.DMALA(step_size=0.3), steps=2, num_chains=8),
         "pcd_acs": ebm.PCD(sampler=px.ACS(), steps=2, num_chains=8),
         "pcd_site_gibbs": ebm.PCD(sampler=ebm.SiteGibbs(), steps=3, num_chains=8),
+        # its colouring is probed in each process from process 0's parameters
+        "pcd_plate_gibbs": ebm.PCD(sampler=px.PlateGibbs(), steps=2, num_chains=8),
         "cd": ebm.CD(k=1),
         "ucd": ebm.UCD(k=1),
     }

@@ -1,5 +1,5 @@
 """Two local torch processes (``torch.distributed`` with gloo over loopback) make the draws and
-ArviZ data of a one-process run with the same seed, and its EBM training by CD and PCD (four
+ArviZ data of a one-process run with the same seed, and its EBM training by CD and PCD (five
 samplers); UCD's data-parallel step is the mean of each process's own step; a process that
 dies ends the other with an error."""
 
