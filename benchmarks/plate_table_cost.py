@@ -5,8 +5,9 @@ covariates): the kernels' ``local_fn`` with the site in plate mode (``exact_site
 the ``(N, 2)`` table of exact single-site changes and the log density) against the jitted
 ``value_and_grad`` of the same log density in the relaxed indicators (what a gradient
 kernel's ``local_fn`` costs), and against the single-site table the plate table replaces
-(``N x S`` vmapped evaluations; measured up to N = 10^3 only, where it still fits). Each time
-is the minimum over repeated calls of the compiled function (the machine's noise only adds).
+(``N (S - 1)`` vmapped evaluations, each coordinate at its other value; measured up to
+N = 10^3 only, where it still fits). Each time is the minimum over repeated calls of the
+compiled function (the machine's noise only adds).
 
 Run ``python benchmarks/plate_table_cost.py`` (``--quick``: N = 10^3 only, nothing written).
 """
@@ -81,7 +82,8 @@ def main() -> None:
         "of the site's exact table from its per-coordinate terms (`exact_sites=['z']`, plate "
         "mode: 2 evaluations of the terms plus the log density) against one jitted "
         "`value_and_grad` of the model, and against the single-site table it replaces "
-        "(`N x 2` vmapped evaluations). Minimum over repeated calls of compiled functions.",
+        "(`N` vmapped evaluations, each coordinate at its other value; `N x 2` before "
+        "2026-12-01). Minimum over repeated calls of compiled functions.",
         "",
         "| rows N | plate table (ms) | value_and_grad (ms) | ratio | single-site table (ms) |",
         "| ---: | ---: | ---: | ---: | ---: |",

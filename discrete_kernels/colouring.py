@@ -12,7 +12,7 @@ When the model sums its interactions into one term (a ``factor`` of a sum over a
 lattice), the terms say nothing: every coordinate changes that term. The site's single-site
 exact tables still do: row ``i`` is the conditional of coordinate ``i`` given all others, and
 coordinates ``i`` and ``k`` interact iff moving ``x_k`` changes row ``i``
-(:func:`table_interaction_graph`). Such a site keeps its single-site tables (``N x S``
+(:func:`table_interaction_graph`). Such a site keeps its single-site tables (``N (S - 1)``
 evaluations each) and is drawn colour by colour from them.
 
 Everything here runs once, at setup, on numpy arrays: the adapters measure which terms each

@@ -110,7 +110,7 @@ class Sites(NamedTuple):
     - **sizes** - per leaf, its number of coordinates (for the setup's memory checks), or
       None where the adapter did not give the shapes.
     - **single_site_tables** - per leaf, whether its table comes from one evaluation of the
-      model per single-coordinate change (``N x S`` of them, an exact site that is not a
+      model per single-coordinate change (``N (S - 1)`` of them, an exact site that is not a
       plate), or None (no such leaf known).
     - **chain_tables** - per leaf, whether its local information is its pair table
       (``(N - 1, S, S)``: :mod:`discrete_kernels.chains`, a site whose coordinates interact

@@ -45,7 +45,7 @@ class LocalFnWithRows:
     """A :data:`LocalFn` that can also evaluate one coordinate's row of a leaf's exact table:
     ``row(leaves, j, i)``, shape (S,), the log density with flat coordinate ``i`` (an integer
     array) of leaf ``j`` set to each of its ``S`` values, ``S`` evaluations instead of the
-    table's ``N x S``. The adapters pass one for a sampler that sweeps a site one coordinate
+    table's ``N (S - 1)``. The adapters pass one for a sampler that sweeps a site one coordinate
     at a time (:class:`~discrete_kernels.samplers.plate_gibbs.PlateGibbs`'s last resort)."""
 
     local_fn: LocalFn

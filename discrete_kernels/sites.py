@@ -22,6 +22,7 @@ from ._xp import Array
 from .domains import MAX_NUM_VALUES, Domain, Integer, Ordinal
 from .gradient_check import NATS_LIMIT, TV_LIMIT
 from .registration import split_options
+from .tables import single_site_evaluations
 from .validation import check_kernel_options, check_positive_array, check_site_names
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "ordinal_from_bounds",
     "switch_badly_estimated_sites",
     "switch_index_sites",
+    "table_evaluations",
     "unsupported_site_error",
     "unwrap_distribution",
     "unwrap_support",
@@ -68,7 +70,8 @@ CHAIN = "chain"
 
 AUTO_EXACT_BUDGET = 256
 """At most this many log-density evaluations per step for a site switched to exact
-differences automatically (``N * S`` for ``N`` coordinates of ``S`` values)."""
+differences automatically (:func:`table_evaluations`: ``N (S - 1)`` for ``N`` coordinates
+of ``S`` values, ``S`` for a site in plates)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -357,22 +360,32 @@ def auto_exact_message(
     )
 
 
+def table_evaluations(domain: Domain, size: int, *, plate: bool = False, colours: int = 0) -> int:
+    """Log-density evaluations per step of a leaf's exact table: ``S`` for a leaf in plates
+    (its terms at each value, every coordinate at once), ``C S`` for one coloured in ``C``
+    colours, ``N (S - 1)`` for a single-site table
+    (:func:`~discrete_kernels.tables.single_site_evaluations`)."""
+    num_values = domain.num_values
+    if plate:
+        return num_values * max(colours, 1)
+    return single_site_evaluations(size, num_values)
+
+
 def switch_index_sites(
-    owner: str, specs: Sequence[LeafSpec], failing: Sequence[int], sizes: Sequence[int]
+    owner: str, specs: Sequence[LeafSpec], failing: Sequence[int], evaluations: Sequence[int]
 ) -> tuple[LeafSpec, ...]:
     """``exact_sites="auto"``: gradient sites whose values the model uses as indices (so the
-    log density cannot be differentiated in them) switched to exact differences when that
-    costs at most ``AUTO_EXACT_BUDGET`` evaluations per step, with a warning each; the others
-    are left for the setup's error."""
+    log density cannot be differentiated in them) switched to exact differences when their
+    table costs at most ``AUTO_EXACT_BUDGET`` evaluations per step (``evaluations[j]``), with
+    a warning each; the others are left for the setup's error."""
     out = list(specs)
     for j in failing:
-        spec = specs[j]
-        evaluations = int(sizes[j]) * spec.domain.num_values
-        if evaluations > AUTO_EXACT_BUDGET:
+        spec, cost = specs[j], int(evaluations[j])
+        if cost > AUTO_EXACT_BUDGET:
             continue
         warnings.warn(
             f"{owner}: the model uses site {spec.name!r} as an index (its log density has no "
-            f"gradient in that value); sampling it with exact differences ({evaluations} "
+            f"gradient in that value); sampling it with exact differences ({cost} "
             "log-density evaluations per step).",
             stacklevel=5,
         )
@@ -384,7 +397,7 @@ def switch_badly_estimated_sites(
     owner: str,
     specs: Sequence[LeafSpec],
     errors_by_point: Sequence[Sequence[tuple[float, float] | None]],
-    sizes: Sequence[int],
+    evaluations: Sequence[int],
 ) -> tuple[LeafSpec, ...]:
     """``exact_sites="auto"``: the leaf specs with badly estimated gradient sites switched to
     exact differences, warning about each such site.
@@ -395,7 +408,8 @@ def switch_badly_estimated_sites(
     specs : the leaves' specs
     errors_by_point : per checked point, per leaf, ``(total_variation, median_error)`` from
         :func:`first_order_error_at` (None for non-gradient leaves)
-    sizes : per leaf, its number of coordinates
+    evaluations : per leaf, the log-density evaluations per step of its exact table
+        (:func:`table_evaluations`)
     """
     out = list(specs)
     for j, spec in enumerate(specs):
@@ -407,11 +421,9 @@ def switch_badly_estimated_sites(
         worst = (max(e[0] for e in found), max(e[1] for e in found))
         if not first_order_is_badly_wrong(worst):
             continue
-        evaluations = int(sizes[j]) * spec.domain.num_values
-        switch = evaluations <= AUTO_EXACT_BUDGET
-        warnings.warn(
-            auto_exact_message(owner, spec.name, worst, evaluations, switch), stacklevel=5
-        )
+        cost = int(evaluations[j])
+        switch = cost <= AUTO_EXACT_BUDGET
+        warnings.warn(auto_exact_message(owner, spec.name, worst, cost, switch), stacklevel=5)
         if switch:
             out[j] = LeafSpec(spec.name, spec.domain, EXACT)
     return tuple(out)

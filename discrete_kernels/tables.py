@@ -1,6 +1,6 @@
 """Exact tables of a site, written once for both adapters: the states one coordinate away
 from the current one (single-site substitutions), the table of exact conditionals of a site in
-plates from its per-element terms (``S`` evaluations instead of ``N x S``), a site summed out
+plates from its per-element terms (``S`` evaluations instead of ``N (S - 1)``), a site summed out
 of the log density, and the setup's check that a site's coordinates are conditionally
 independent (which plate indexes each dimension, the terms aligned to the site, the draws and
 the comparison of the check), and the memory limit of a table that is not from plates.
@@ -26,13 +26,16 @@ __all__ = [
     "coordinate_substitutions",
     "exact_table_bytes",
     "joint_values",
+    "other_value_substitutions",
     "plate_check_draws",
     "plate_dims_of",
     "plate_table_mismatch",
+    "single_site_evaluations",
     "single_site_substitutions",
     "substitutions_at",
     "summed_out_log_density",
     "table_from_element_terms",
+    "table_from_other_values",
 ]
 
 
@@ -60,6 +63,72 @@ def single_site_substitutions(domain: Domain, x: Array) -> Array:
     at_site = xp.eye(size, dtype=xp.bool, device=_device(x))[:, None, :]  # (N, 1, N)
     batch = xp.where(at_site, values[None, :, None], flat[None, None, :])  # (N, S, N)
     return xp.reshape(batch, (size * num_values,) + tuple(x.shape))
+
+
+def other_value_substitutions(domain: Domain, x: Array) -> Array:
+    """The states that differ from ``x`` in exactly one coordinate: the ``N (S - 1)``
+    evaluations an exact table needs, since its entry at a coordinate's current value is the
+    log density ``f(x)`` itself (:func:`table_from_other_values` puts the table together).
+
+    Entry ``[k * (S - 1) + r]`` is ``x`` with flat coordinate ``k`` set to the ``r``-th of its
+    other values in increasing order (``low + r``, or ``low + r + 1`` from the current value
+    on).
+
+    Parameters
+    ----------
+    domain : Domain
+    x : array, shape (n...)
+
+    Returns
+    -------
+    array, shape (N * (S - 1), n...) with ``N = prod(n...)``, dtype of ``x``
+    """
+    xp = array_namespace(x)
+    flat = xp.reshape(x, (-1,))
+    size, num_values = flat.shape[0], domain.num_values
+    device = _device(x)
+    position = flat - domain.low  # (N,) the current value's column
+    r = xp.arange(num_values - 1, device=device)[None, :]  # (1, S - 1)
+    others = r + xp.astype(r >= position[:, None], r.dtype) + domain.low  # (N, S - 1)
+    at_site = xp.eye(size, dtype=xp.bool, device=device)[:, None, :]  # (N, 1, N)
+    batch = xp.where(at_site, xp.astype(others, x.dtype)[:, :, None], flat[None, None, :])
+    return xp.reshape(batch, (size * (num_values - 1),) + tuple(x.shape))
+
+
+def table_from_other_values(log_density: Array, values: Array, x: Array, domain: Domain) -> Array:
+    """The exact table ``T[i, v] = f(x with x_i = v)`` from ``f(x)`` and the evaluations at
+    :func:`other_value_substitutions`.
+
+    Parameters
+    ----------
+    log_density : scalar
+        ``f(x)``: every coordinate's entry at its current value.
+    values : array, shape (N * (S - 1),)
+        ``f`` at :func:`other_value_substitutions` of ``x``, in its order.
+    x : integer array, shape (n...)
+    domain : Domain
+
+    Returns
+    -------
+    array, shape (n..., S)
+    """
+    xp = array_namespace(values)
+    num_values = domain.num_values
+    others = xp.reshape(values, tuple(x.shape) + (num_values - 1,))
+    position = (x - domain.low)[..., None]  # (n..., 1)
+    column = xp.arange(num_values, device=_device(values))
+    filler = xp.zeros_like(others[..., :1])
+    below = xp.concat([others, filler], axis=-1)  # column v < current: the v-th other value
+    above = xp.concat([filler, others], axis=-1)  # column v > current: the (v - 1)-th
+    current = xp.broadcast_to(xp.reshape(log_density, (1,) * (x.ndim + 1)), below.shape)
+    return xp.where(column == position, current, xp.where(column < position, below, above))
+
+
+def single_site_evaluations(size: int, num_values: int) -> int:
+    """Log-density evaluations of a leaf's exact single-site table (not from plates):
+    ``N (S - 1)``, every coordinate at each of its other values
+    (:func:`other_value_substitutions`)."""
+    return size * (num_values - 1)
 
 
 def coordinate_substitutions(domain: Domain, x: Array, flat_index: Array) -> Array:
@@ -338,16 +407,17 @@ MAX_EXACT_TABLE_BYTES = 8 * 2**30
 """Most memory (bytes, estimated at setup) a single-site exact table may take per chain and
 step. A site whose table is not from plates (an ``exact_sites`` entry, or a categorical site,
 whose coordinates are not conditionally independent given the rest) is evaluated at every
-one of its ``N x S`` single-coordinate changes at once (vmapped in NumPyro, stacked in
-Pyro): at least ``N x S x N`` values (the changed copies of the site), counted at 4 bytes,
-before the model's own intermediates. 10^5 binary coordinates need 74.5 GB; the limit
-allows about 32,000 binary coordinates."""
+one of its ``N (S - 1)`` single-coordinate changes at once (vmapped in NumPyro, stacked
+in Pyro): at least ``N x (S - 1) x N`` values (the changed copies of the site), counted at
+4 bytes, before the model's own intermediates. 10^5 binary coordinates need 37.3 GB; the
+limit allows about 46,000 binary coordinates."""
 
 
 def exact_table_bytes(size: int, num_values: int) -> int:
-    """Lower bound of the memory of one single-site exact table: ``N x S`` changed copies of
-    a site of ``N = size`` coordinates (``S = num_values``), 4 bytes a value."""
-    return 4 * size * num_values * size
+    """Lower bound of the memory of one single-site exact table: ``N (S - 1)`` changed
+    copies (:func:`other_value_substitutions`) of a site of ``N = size`` coordinates
+    (``S = num_values``), 4 bytes a value."""
+    return 4 * single_site_evaluations(size, num_values) * size
 
 
 def check_exact_table_memory(owner: str, sites: Any) -> None:
@@ -382,7 +452,8 @@ def check_exact_table_memory(owner: str, sites: Any) -> None:
         raise ValueError(
             f"{owner}: the exact table of site {name!r} ({size} coordinates x "
             f"{domain.num_values} values) is not from plates, so every step evaluates the "
-            f"model at all {size * domain.num_values} single-coordinate changes at once: at "
-            f"least {format_bytes(need)} per chain (N x S x N values); at most "
+            f"model at all {single_site_evaluations(size, domain.num_values)} single-coordinate "
+            f"changes at once: at least {format_bytes(need)} per chain (N x (S - 1) x N "
+            "values); at most "
             f"{format_bytes(MAX_EXACT_TABLE_BYTES)} (MAX_EXACT_TABLE_BYTES). {fix}"
         )

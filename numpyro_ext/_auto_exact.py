@@ -93,7 +93,7 @@ def check_gradient_sites(
         rows.append(tuple(jnp.asarray(draw[n]["value"], x.dtype) for n, x in zip(names, leaves)))
     try:
         tables_cost = sum(
-            math.prod(x.shape) * getattr(spec.domain, "num_values", 1)
+            site_rules.table_evaluations(spec.domain, math.prod(x.shape))
             for spec, x in zip(specs, leaves)
             if spec.mode == EXACT
         )
@@ -131,12 +131,14 @@ def check_gradient_sites(
                 np.asarray(tables[j][p], np.float64).reshape(len(chosen[j]), -1) - float(f[p]),
             )
         errors_by_point.append(errors)
-    # a site in plates costs S evaluations of its terms per step, not N * S
-    sizes = [
-        1 if s.name in plate_sites else math.prod(shape)
+    # a site in plates costs S evaluations of its terms per step, not N (S - 1)
+    evaluations = [
+        site_rules.table_evaluations(s.domain, math.prod(shape), plate=s.name in plate_sites)
+        if s.mode == GRADIENT and not is_windowed(s.domain)
+        else 0
         for s, shape in zip(specs, setup.leaf_shapes)
     ]
-    return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, sizes)
+    return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, evaluations)
 
 
 def _switch_index_sites(
@@ -162,13 +164,21 @@ def _switch_index_sites(
             jax.eval_shape(make_local_fn(log_density, alone), leaves)
         except TypeError:
             failing.append(j)
-    # a site in plates costs S evaluations of its terms per step, a coloured one C x S, not N x S
-    sizes = [
-        1 if s.name in plate_sites else int(np.prod(jnp.shape(x))) for s, x in zip(specs, leaves)
-    ]
+    # a site in plates costs S evaluations of its terms per step, a coloured one C x S, not
+    # N (S - 1)
+    evaluations = {
+        j: site_rules.table_evaluations(
+            specs[j].domain, int(np.prod(jnp.shape(leaves[j]))), plate=specs[j].name in plate_sites
+        )
+        for j in failing
+    }
     for j in failing:
-        if sizes[j] * specs[j].domain.num_values > site_rules.AUTO_EXACT_BUDGET and colours_of:
+        if evaluations[j] > site_rules.AUTO_EXACT_BUDGET and colours_of:
             colours = colours_of(j)
             if colours is not None:
-                sizes[j] = int(colours.max()) + 1
-    return site_rules.switch_index_sites(owner, specs, failing, sizes)
+                evaluations[j] = site_rules.table_evaluations(
+                    specs[j].domain, 0, plate=True, colours=int(colours.max()) + 1
+                )
+    return site_rules.switch_index_sites(
+        owner, specs, failing, [evaluations.get(j, 0) for j in range(len(specs))]
+    )

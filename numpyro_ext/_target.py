@@ -36,8 +36,9 @@ from discrete_kernels.sites import (
 )
 from discrete_kernels.tables import (
     coordinate_substitutions,
-    single_site_substitutions,
+    other_value_substitutions,
     table_from_element_terms,
+    table_from_other_values,
 )
 
 SUPPORTED = (
@@ -242,12 +243,18 @@ def make_local_fn(
             if spec.mode == CHAIN and j in element_terms:  # from its terms (pair_table(f, leaves))
                 locals_[j] = element_terms[j](f, leaves)
                 continue
-            if spec.mode == CHAIN:
-                batch, shape = pair_substitutions(spec.domain, x), (-1, num_values, num_values)
-            else:
-                batch, shape = single_site_substitutions(spec.domain, x), (*x.shape, num_values)
+            batch = (
+                pair_substitutions(spec.domain, x)
+                if spec.mode == CHAIN
+                else other_value_substitutions(spec.domain, x)
+            )
             values = jax.vmap(lambda v, j=j: log_density(to_inputs(leaves, {j: v})))(batch)
-            locals_[j] = jnp.reshape(values, shape)
+            locals_[j] = (
+                jnp.reshape(values, (-1, num_values, num_values))
+                if spec.mode == CHAIN
+                # the entry at each coordinate's current value is f: N (S - 1) evaluations
+                else table_from_other_values(f, values, x, spec.domain)
+            )
         return f, tuple(locals_)
 
     return local_fn

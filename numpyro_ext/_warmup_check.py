@@ -34,7 +34,14 @@ import numpy as np
 
 from discrete_kernels import gradient_check as gc
 from discrete_kernels.domains import Domain, Ordinal, is_windowed
-from discrete_kernels.sites import AUTO_EXACT_BUDGET, EXACT, GRADIENT, PLATE, LeafSpec
+from discrete_kernels.sites import (
+    AUTO_EXACT_BUDGET,
+    EXACT,
+    GRADIENT,
+    PLATE,
+    LeafSpec,
+    table_evaluations,
+)
 from discrete_kernels.tables import substitutions_at
 
 from . import _host_warnings
@@ -143,7 +150,7 @@ def plan_warmup_check(
     for j in candidates:
         spec = leaves[j]
         dims = plates.get(spec.name)
-        evaluations = spec.domain.num_values * (1 if dims is not None else sizes[j])
+        evaluations = table_evaluations(spec.domain, sizes[j], plate=dims is not None)
         switch = gc.switchable(spec.domain, evaluations, AUTO_EXACT_BUDGET, same_shape=True)
         coordinates = gc.checked_coordinates(sizes[j], _COORDINATE_ROWS, seed=j)
         out.append(WatchedLeaf(j, spec, switch, dims, coordinates, evaluations))

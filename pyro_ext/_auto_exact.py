@@ -74,6 +74,13 @@ def check_gradient_sites(
                 (table.double() - f.double()).reshape(len(chosen), -1).cpu().numpy(),
             )
         errors_by_point.append(errors)
-    # a site in plates costs S evaluations of its terms per step, not N * S
-    sizes = [1 if s.name in plate_sites else as_tensor(start[s.name]).numel() for s in specs]
-    return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, sizes)
+    # a site in plates costs S evaluations of its terms per step, not N (S - 1)
+    evaluations = [
+        site_rules.table_evaluations(
+            s.domain, as_tensor(start[s.name]).numel(), plate=s.name in plate_sites
+        )
+        if s.mode == GRADIENT and not is_windowed(s.domain)
+        else 0
+        for s in specs
+    ]
+    return site_rules.switch_badly_estimated_sites(owner, specs, errors_by_point, evaluations)

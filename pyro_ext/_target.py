@@ -29,7 +29,11 @@ from discrete_kernels.sites import (
     PLATE,
     LeafSpec,
 )
-from discrete_kernels.tables import single_site_substitutions, table_from_element_terms
+from discrete_kernels.tables import (
+    other_value_substitutions,
+    table_from_element_terms,
+    table_from_other_values,
+)
 
 Values = dict  # {site name: user-facing value}
 
@@ -336,16 +340,12 @@ def make_local_fn(
                 if spec.mode != EXACT:
                     continue
                 x = leaves[j]
-                batch = single_site_substitutions(spec.domain, x)
-                unchanged = (batch == x).reshape(len(batch), -1).all(-1)
                 # the current value of each coordinate needs no evaluation: it is f itself
-                table = torch.stack(
-                    [
-                        f if same else log_density(user_values(leaves, {j: value}))
-                        for value, same in zip(batch, unchanged.tolist())
-                    ]
+                batch = other_value_substitutions(spec.domain, x)
+                values = torch.stack(
+                    [log_density(user_values(leaves, {j: value})) for value in batch]
                 )
-                locals_[j] = table.reshape(tuple(x.shape) + (spec.domain.num_values,))
+                locals_[j] = table_from_other_values(f, values, x, spec.domain)
         return f, tuple(locals_)
 
     return local_fn

@@ -2,7 +2,7 @@
 
 Pyro calls the kernel once per draw from Python, so a site found badly estimated during
 warmup is switched by rebuilding the kernel's leaves: its local information becomes the
-exact single-site table (``N * S`` model evaluations per step, within
+exact single-site table (``N (S - 1)`` model evaluations per step, within
 :data:`~discrete_kernels.sites.AUTO_EXACT_BUDGET`; any domain), and the cached chain is
 recomputed. A site whose table would cost more is reported at the end of warmup instead
 (Pyro has no plate tables yet). The checks run at the draws of the
@@ -22,7 +22,7 @@ import torch
 from discrete_kernels import ChainState, Sites
 from discrete_kernels import gradient_check as gc
 from discrete_kernels.domains import Ordinal, is_windowed
-from discrete_kernels.sites import AUTO_EXACT_BUDGET, EXACT, GRADIENT, LeafSpec
+from discrete_kernels.sites import AUTO_EXACT_BUDGET, EXACT, GRADIENT, LeafSpec, table_evaluations
 from discrete_kernels.tables import substitutions_at
 
 from ._target import to_user
@@ -69,7 +69,7 @@ class WarmupCheck:
             if spec.mode != GRADIENT or is_windowed(spec.domain):  # no table of all values
                 continue
             size = int(start.x[j].numel())
-            evaluations = size * spec.domain.num_values
+            evaluations = table_evaluations(spec.domain, size)
             switch = gc.switchable(spec.domain, evaluations, AUTO_EXACT_BUDGET, same_shape=False)
             self.watched.append(_Watched(j, spec, size, switch, evaluations, start.x[j].clone()))
         self.num_leaves = len(leaves)

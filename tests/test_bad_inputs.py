@@ -896,12 +896,12 @@ ROUND4_ERRORS = {
     "numpyro exact_sites on 10**5 coordinates that are not a plate": (
         lambda: _n_run(nx.DMALA(_n_coupled(10**5), exact_sites=["z"]), warmup=0, samples=1),
         "DMALA: the exact table of site 'z' \\(100000 coordinates x 2 values\\) is not from "
-        "plates.*at least 74.5 GB per chain \\(N x S x N values\\); at most 8.0 GB "
+        "plates.*at least 37.3 GB per chain \\(N x \\(S - 1\\) x N values\\); at most 8.0 GB "
         "\\(MAX_EXACT_TABLE_BYTES\\)\\. Leave 'z' out of exact_sites",
     ),
     "pyro exact_sites on 10**5 coordinates that are not a plate": (
         lambda: _p_run(px.GWG(_p_coupled(10**5), exact_sites=["z"]), warmup=0, samples=1),
-        "GWG: the exact table of site 'z' \\(100000 coordinates x 2 values\\) .*74.5 GB",
+        "GWG: the exact table of site 'z' \\(100000 coordinates x 2 values\\) .*37.3 GB",
     ),
     # core steps check their own arguments (trace time)
     "gwg_step with a move uniform per coordinate": (
@@ -984,7 +984,8 @@ def test_memory_limits_are_named_constants():
 
     assert kernel.SINGLE_SITE_TABLE_MODE == sites.EXACT
     assert tables.exact_table_bytes(10**5, 2) > tables.MAX_EXACT_TABLE_BYTES
-    assert tables.exact_table_bytes(30_000, 2) <= tables.MAX_EXACT_TABLE_BYTES
+    assert tables.exact_table_bytes(46_000, 2) <= tables.MAX_EXACT_TABLE_BYTES
+    assert tables.exact_table_bytes(47_000, 2) > tables.MAX_EXACT_TABLE_BYTES
     assert ab.quadratic_bytes(ab.max_quadratic_dim()) <= ab.MAX_QUADRATIC_BYTES
     assert ab.quadratic_bytes(ab.max_quadratic_dim() + 1) > ab.MAX_QUADRATIC_BYTES
     assert esh.MAX_TRAJECTORY_STEPS == 2**20

@@ -245,7 +245,7 @@ def _sweep_by_rows(
 ) -> ChainState:
     """Leaf ``j`` swept one coordinate at a time in ``order``, each drawn from its row of the
     exact table at the current state (``S`` evaluations, :attr:`LocalFnWithRows.row`, not the
-    whole table's ``N x S``); the tables recomputed once at the end (the adapter may leave
+    whole table's ``N (S - 1)``); the tables recomputed once at the end (the adapter may leave
     unread ones None, :meth:`PlateGibbs.unread_tables`)."""
     x = chain.x[j]
     xp = array_namespace(x)
@@ -302,7 +302,7 @@ def _chain_move(
 
 #: most colours of one site PlateGibbs takes: a sweep costs ``(2C - 1) x S`` evaluations per
 #: site in NumPyro, ``C x S`` in Pyro (:class:`~discrete_kernels.LocalFnByLeaf`)
-#: (``C x N x S`` for a site coloured from its single-site tables)
+#: (``C x N x (S - 1)`` for a site coloured from its single-site tables)
 MAX_COLOURS = 16
 
 
@@ -328,7 +328,7 @@ class PlateGibbs(Sampler):
     instead (moving each coordinate in turn and comparing the others' conditionals:
     ``3 x N x N x S`` evaluations at setup, at most
     :data:`~discrete_kernels.colouring.MAX_TABLE_PROBE_EVALUATIONS` per probed state); such a
-    site keeps those tables, ``N x S`` evaluations (vmapped) per colour and step. Where those
+    site keeps those tables, ``N (S - 1)`` evaluations (vmapped) per colour and step. Where those
     tables show a chain (every coordinate interacts only with its flat neighbours: an HMM's
     transitions summed into one ``factor``), the site is drawn whole instead: from its pair
     table (``(N - 1) x S^2`` evaluations, used where that is at most
@@ -342,7 +342,7 @@ class PlateGibbs(Sampler):
     A site whose every coordinate interacts with every other (a dense quadratic form, a small
     network's weights) is swept one coordinate at a time, the last resort, up to
     :data:`MAX_COLOURS` coordinates (``N x S`` evaluations per sweep where the adapter gives
-    each coordinate's row, :class:`~discrete_kernels.LocalFnWithRows`; ``N^2 x S`` from the
+    each coordinate's row, :class:`~discrete_kernels.LocalFnWithRows`; ``N^2 (S - 1)`` from the
     tables otherwise), and refused with the reason past that.
     Use it alone or as a block of ``Gibbs`` next to NUTS for the continuous sites. Nothing is
     adapted.
@@ -416,8 +416,8 @@ class PlateGibbs(Sampler):
 
     def unread_tables(self, sites: Sites) -> frozenset[int]:
         """The leaves swept one coordinate at a time from their rows (:func:`sweeps_by_rows`;
-        not a chain): the step reads their rows, never their tables (``N x S`` evaluations,
-        twice the sweep's own ``N x S`` row evaluations, were computed after it)."""
+        not a chain): the step reads their rows, never their tables (``N (S - 1)`` evaluations
+        after the sweep's own ``N x S`` row evaluations)."""
         return frozenset(
             j
             for j in range(len(sites.names))

@@ -223,9 +223,9 @@ def zero_inflated(y):
 
 
 def test_the_automatic_switch_uses_the_plate_table_beyond_the_single_site_budget():
-    """200 binary coordinates: 400 single-site evaluations exceed the budget, S = 2 do not."""
-    y = torch.tensor([0.0, 4.0, 5.0, 6.0] * 50)
-    assert y.numel() * 2 > dk.sites.AUTO_EXACT_BUDGET
+    """300 binary coordinates: 300 single-site evaluations exceed the budget, S = 2 do not."""
+    y = torch.tensor([0.0, 4.0, 5.0, 6.0] * 75)
+    assert dk.sites.table_evaluations(dk.Binary(), y.numel()) > dk.sites.AUTO_EXACT_BUDGET
     with pytest.warns(UserWarning, match="'z' with exact differences instead \\(2 log-density"):
         setup, _ = driver_setup(px.GWG(zero_inflated), y)
     assert [s.mode for s in setup.leaves] == [dk.sites.PLATE]
