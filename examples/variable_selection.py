@@ -14,7 +14,8 @@ propose moves they must reject, and the chains freeze. The script shows the symp
 sampler statistics with the gradient forced (``exact_sites=[]``), and the remedy the kernels
 apply by default (``exact_sites="auto"``): they detect at setup that the first-order estimate
 of ``gamma`` is badly wrong, say so, and use the exact change of the log density for every
-single-site flip (110 evaluations per step, batched), a locally balanced proposal that mixes.
+single-site flip (55 evaluations per step, batched: one per flip), a locally balanced
+proposal that mixes.
 Prints the sampler statistics, the ArviZ summary of the model size per sampler, and writes
 ``examples/figures/variable_selection.png`` (model-size traces and inclusion probabilities).
 Run ``python examples/variable_selection.py`` (``--quick`` for the reduced mode).
