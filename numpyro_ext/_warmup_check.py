@@ -56,8 +56,9 @@ __all__ = ["CheckState", "WarmupCheck", "WatchedLeaf", "check_step", "plan_warmu
 #: rows of the coordinates schedule of a site checked on a few coordinates (cycled)
 _COORDINATE_ROWS = 32
 
-#: a site whose single-site exact table costs more than this uses its plate table when its
-#: plates allow it (verified at setup; the verification compiles the model twice)
+#: a site whose single-site exact table has more entries (N x S) than this uses its plate
+#: table when its plates allow it (verified at setup; the verification compiles the model
+#: twice)
 _PLATE_FROM = 2 * gc.CHECKED_COORDINATES
 
 
