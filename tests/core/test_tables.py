@@ -5,7 +5,6 @@ libraries and every finite domain."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 
 import discrete_kernels as dk
 from discrete_kernels.tables import (
@@ -35,7 +34,7 @@ def test_the_table_from_the_other_values_is_the_whole_table(domain, library):
     num_values = domain.num_values
     x_np = rng.integers(domain.low, domain.low + num_values, size=(3, 2))
     f = log_density(rng.normal(size=(6, num_values)), domain.low)
-    to = jnp.asarray if library == "jax" else torch.as_tensor
+    to = jnp.asarray if library == "jax" else pytest.importorskip("torch").as_tensor
     x = to(x_np)
     whole = np.array([f(s) for s in np.asarray(single_site_substitutions(domain, x))])
 
