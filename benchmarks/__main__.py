@@ -67,6 +67,7 @@ SCRIPTS = {
     "esh_targets": "ESH against NUTS, MALA and ULA on the ESH paper's targets",
     "ucd_couplings": "UCD: meeting times of the two couplings",
     "ucd_cost": "UCD against CD-1 per iteration on an early and a trained RBM, both trainers",
+    "ucd_noise": "UCD's gradient noise against CD-k and the exact gradient on bars-and-stripes",
     "ebm_trainer_overhead": "EBM trainer against a plain jitted update",
     "ebm_pcd_kernels": "PCD with library kernels: the torch trainer against the JAX one",
     "ebm_plate_gibbs": "PlateGibbs as the EBM negative phase: mixing per second on an Ising energy",

@@ -96,9 +96,10 @@ def ucd_negative(method: UCD, energy: Any, params, batch, key):
     """UCD's estimate of ``E_model[grad E]`` (and ``E_model[E]``) from coupled chains started
     at ``batch``; statistics of the meeting times and caps.
 
-    After step ``k`` only the pairs still apart are stepped: the loop runs on working sets of
-    the sizes :func:`discrete_kernels.ebm.ucd_compaction_capacities` gives, gathering the
-    pairs still apart into the next size as soon as they fit (met pairs add nothing more)."""
+    After step ``m`` (default ``k``) only the pairs still apart are stepped: the loop runs on
+    working sets of the sizes :func:`discrete_kernels.ebm.ucd_compaction_capacities` gives,
+    gathering the pairs still apart into the next size as soon as they fit (met pairs add
+    nothing more)."""
     chains = batch.shape[0]
     if method.coupling is None or isinstance(method.coupling, BlockGibbs):
         coupling = rbm_coupling(method, params, batch)
@@ -112,13 +113,14 @@ def ucd_negative(method: UCD, energy: Any, params, batch, key):
         return jax.value_and_grad(total)(params)
 
     key, first, start = coupling.start(key)
-    k = method.k
+    k, m = method.k, method.m
+    last = core.ucd_horizon(k, m)
     # t = 0 (only k = 0 uses it) and t = 1
     met0 = jnp.zeros((chains,), bool)
-    w_xi, _ = core.ucd_weights(0, k, met0)
+    w_xi, _ = core.ucd_weights(0, k, met0, m)
     value, grad = weighted_grad(batch, batch, w_xi, jnp.zeros_like(w_xi))
     met = coupling.same(first, start)
-    w_xi, w_eta = core.ucd_weights(1, k, met)
+    w_xi, w_eta = core.ucd_weights(1, k, met, m)
     v1, g1 = weighted_grad(coupling.visible(first), coupling.visible(start), w_xi, w_eta)
     value, grad = value + v1, jax.tree.map(jnp.add, grad, g1)
     zero = jnp.zeros((), jnp.int32)
@@ -133,7 +135,7 @@ def ucd_negative(method: UCD, energy: Any, params, batch, key):
         key, xi, eta, step_rejections, capped = coupling.step(key, t, xi, eta)
         newly = ~met & coupling.same(xi, eta)
         met_now = met | newly
-        w_xi, w_eta = core.ucd_weights(t, k, met_now)
+        w_xi, w_eta = core.ucd_weights(t, k, met_now, m)
         v, g = weighted_grad(coupling.visible(xi), coupling.visible(eta), w_xi, w_eta)
         return (
             t,
@@ -159,7 +161,7 @@ def ucd_negative(method: UCD, energy: Any, params, batch, key):
         def keep_going(carry, following=following):
             t, _, _, met, *_ = carry
             apart = jnp.sum(~met)
-            return (t < method.max_time) & ((t < k) | (apart > following))
+            return (t < method.max_time) & ((t < last) | (apart > following))
 
         carry = jax.lax.while_loop(keep_going, body, carry)
 

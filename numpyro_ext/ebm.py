@@ -17,8 +17,9 @@ the model term is estimated:
   they meet, which makes the model term unbiased: block Gibbs chains of an RBM
   (:func:`discrete_kernels.ebm.rbm_coupled_gibbs_step`) or, for any energy, DMALA chains
   coupled per coordinate (``UCD(coupling=nx.DMALA(step_size=...))``,
-  :func:`discrete_kernels.samplers.dlp.coupled_step`); meeting times and cap hits are in the
-  history.
+  :func:`discrete_kernels.samplers.dlp.coupled_step`); ``m > k`` averages the chain ahead's
+  steps ``k`` to ``m`` (Jacob, O'Leary and Atchade's time-averaged estimator); meeting times
+  and cap hits are in the history.
 
 All the mathematics is in :mod:`discrete_kernels.ebm` and the samplers' specs. This module
 has the ready-made energies, AIS and the training loop (iterations in chunks of one

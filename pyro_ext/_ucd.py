@@ -131,9 +131,10 @@ class KernelCoupling:
 
 def ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):
     """UCD's surrogate for the model term (its gradient estimates ``E_model[grad E]``
-    unbiasedly) and the meeting statistics. After step ``k`` only the pairs still apart are
-    stepped, in working sets of the sizes :func:`discrete_kernels.ebm.ucd_compaction_capacities`
-    gives (as the JAX trainer: same noise shapes)."""
+    unbiasedly) and the meeting statistics. After step ``m`` (default ``k``) only the pairs
+    still apart are stepped, in working sets of the sizes
+    :func:`discrete_kernels.ebm.ucd_compaction_capacities` gives (as the JAX trainer: same
+    noise shapes)."""
     chains = batch.shape[0]
     coupling: Any
     if method.coupling is None or isinstance(method.coupling, BlockGibbs):
@@ -141,25 +142,27 @@ def ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):
     else:
         coupling = KernelCoupling(method.coupling, energy, batch)
     xi, eta = coupling.start()  # the RBM coupling works on detached parameters
-    k = method.k
+    k, m = method.k, method.m
+    last = core.ucd_horizon(k, m)
     surrogate = torch.zeros((), device=batch.device)
-    if k == 0:
-        surrogate = surrogate + energy(batch).sum() / chains
+    if k == 0:  # the estimator's f(xi_0): the batch itself
+        w_start, _ = core.ucd_weights(0, k, torch.zeros(chains, dtype=torch.bool), m)
+        surrogate = surrogate + (w_start * energy(batch)).sum() / chains
     met = coupling.same(xi, eta)
     tau_sum = int(met.sum())
     rejections = torch.zeros((), dtype=torch.int64, device=batch.device)
     tries_capped, t = 0, 1
     capacities = list(core.ucd_compaction_capacities(chains))
     while True:
-        w_xi, w_eta = core.ucd_weights(t, k, met)
+        w_xi, w_eta = core.ucd_weights(t, k, met, m)
         if bool((w_xi != 0).any() | (w_eta != 0).any()):
             xi_v, eta_v = coupling.visible(xi), coupling.visible(eta)
             term = w_xi * energy(xi_v) - w_eta * energy(eta_v)
             surrogate = surrogate + term.sum() / chains
-        if (t >= k and bool(met.all())) or t >= method.max_time:
+        if (t >= last and bool(met.all())) or t >= method.max_time:
             break
         apart = int((~met).sum())
-        while t >= k and len(capacities) > 1 and apart <= capacities[1]:
+        while t >= last and len(capacities) > 1 and apart <= capacities[1]:
             capacities.pop(0)  # gather the pairs still apart into the next working set
             order = core.ucd_compaction_order(met, capacities[0])
             xi, eta, met = coupling.take(xi, order), coupling.take(eta, order), met[order]

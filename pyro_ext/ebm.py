@@ -9,9 +9,8 @@ Methods: ``CD(k, sampler)``, ``PCD(sampler, steps, num_chains, reinit_prob)`` wi
 energy) or a kernel of :mod:`pyro_ext` built without a model (``px.DMALA(step_size=0.2)``;
 ``px.ACS()`` runs the ACS paper's PCD schedule; ``px.PlateGibbs()`` sweeps the coordinates
 colour by colour, a checkerboard for a lattice, :mod:`discrete_kernels.ebm.plate`), and
-``UCD(k, max_time, max_tries, coupling)``
-with coupled
-block Gibbs chains of an RBM or coupled DMALA chains of any energy.
+``UCD(k, max_time, max_tries, coupling, m)`` with coupled block Gibbs chains of an RBM or
+coupled DMALA chains of any energy (``m > k``: the time-averaged estimator).
 
 Randomness comes from torch's global generator (seed it with ``torch.manual_seed``); its state
 is part of the returned :class:`EBMResult`, so ``train(..., resume=result)`` continues bit for

@@ -42,6 +42,7 @@ BENCHMARKS = [
     "benchmarks/esh_targets.py",
     "benchmarks/ucd_couplings.py",
     "benchmarks/ucd_cost.py",
+    "benchmarks/ucd_noise.py",
     "benchmarks/ebm_pcd_kernels.py",
 ]
 EXTRA_ARGS = {

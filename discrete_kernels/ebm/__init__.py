@@ -31,6 +31,7 @@ from .estimators import (
     ais_log_weight_increment,
     ucd_compaction_capacities,
     ucd_compaction_order,
+    ucd_horizon,
     ucd_weights,
 )
 from .methods import (
@@ -104,6 +105,7 @@ __all__ = [
     "site_gibbs_update",
     "ucd_compaction_capacities",
     "ucd_compaction_order",
+    "ucd_horizon",
     "ucd_weights",
     "with_coordinate",
 ]

@@ -12,23 +12,40 @@ __all__ = [
     "ais_log_weight_increment",
     "ucd_compaction_capacities",
     "ucd_compaction_order",
+    "ucd_horizon",
     "ucd_weights",
 ]
 
 
-def ucd_weights(t: int | Array, k: int, met: Array) -> tuple[Array, Array]:
+def ucd_weights(t: int | Array, k: int, met: Array, m: int | None = None) -> tuple[Array, Array]:
     """Weights of ``f(xi_t)`` and ``f(eta_{t-1})`` in the UCD estimator at step ``t``, (...).
 
-    ``H = f(xi_k) + sum_{t=k+1}^{tau-1} [f(xi_t) - f(eta_{t-1})]`` with ``tau`` the first
-    ``t >= 1`` with ``xi_t = eta_{t-1}``; ``met`` (...) says whether ``tau <= t``. ``H`` is an
-    unbiased estimate of ``E_model[f]`` for any ``k >= 0`` (Jacob et al., 2017; Qiu et al.,
-    2020, Sec. 3.3) when the chains meet in finite time. ``t`` may be an integer array (a
-    traced loop counter).
+    ``H_{k:m} = (1 / (m - k + 1)) sum_{t=k}^{m} f(xi_t)
+    + sum_{t=k+1}^{tau-1} min(1, (t - k) / (m - k + 1)) [f(xi_t) - f(eta_{t-1})]``, the
+    time-averaged estimator of Jacob, O'Leary and Atchade (2020, Eq. 2.3), with ``tau`` the
+    first ``t >= 1`` with ``xi_t = eta_{t-1}``; ``met`` (...) says whether ``tau <= t``.
+    ``m = k`` (the default, ``m=None``) is the estimator of Qiu et al. (2020, Sec. 3.3),
+    ``f(xi_k) + sum_{t=k+1}^{tau-1} [f(xi_t) - f(eta_{t-1})]``. Each is an unbiased estimate
+    of ``E_model[f]`` for any ``m >= k >= 0`` when the chains meet in finite time; a larger
+    ``m`` averages over more steps of the chain ahead and lowers the variance, at the cost of
+    running every pair at least ``m`` steps. ``t`` may be an integer array (a traced loop
+    counter).
     """
     xp = array_namespace(met)
+    last = k if m is None else m
+    span = float(last - k + 1)
     step = xp.asarray(t, device=_device(met))
-    correcting = xp.astype(~met & (step > k), xp.float32)
-    return correcting + xp.astype(step == k, xp.float32), correcting
+    ramp = xp.clip(xp.astype(step - k, xp.float32) / span, 0.0, 1.0)
+    correcting = xp.astype(~met & (step > k), xp.float32) * ramp
+    averaged = xp.astype((step >= k) & (step <= last), xp.float32) / span
+    return correcting + averaged, correcting
+
+
+def ucd_horizon(k: int, m: int | None) -> int:
+    """The last step of the chain ahead the UCD estimator averages (``m``, default ``k``):
+    every pair runs at least this many steps, and a pair that has met stops adding to the
+    estimate only after it (:func:`ucd_weights`)."""
+    return k if m is None else m
 
 
 def ucd_compaction_capacities(num_pairs: int, shrink: int = 8, smallest: int = 8) -> tuple:

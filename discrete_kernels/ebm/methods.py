@@ -56,12 +56,18 @@ class UCD:
     (Alg. 3; the residual draws of its visible coupling get at most ``max_tries`` tries), or
     a DMALA kernel of the trainer's PPL with a fixed step size, for any energy on binary
     inputs (coordinate-wise maximal coupling of the proposals, a common MH uniform:
-    :func:`discrete_kernels.samplers.dlp.coupled_step`)."""
+    :func:`discrete_kernels.samplers.dlp.coupled_step`).
+
+    ``m`` (default ``k``): the time-averaged estimator of Jacob, O'Leary and Atchade, the
+    chain ahead's steps ``k`` to ``m`` averaged (:func:`discrete_kernels.ebm.ucd_weights`):
+    unbiased for any ``m >= k``, less variable for larger ``m``; every pair runs at least
+    ``m`` steps."""
 
     k: int = 1
     max_time: int = 100
     max_tries: int = 10
     coupling: Any = None
+    m: int | None = None
 
 
 def check_ucd_coupling(method: UCD, is_rbm: bool, sampler: Any, kernel_hint: str) -> None:
@@ -110,6 +116,13 @@ def check_method(method: Any) -> None:
         check_int("UCD", "k", method.k, minimum=0)
         check_int("UCD", "max_time", method.max_time, minimum=2)
         check_int("UCD", "max_tries", method.max_tries, minimum=1)
+        if method.m is not None:
+            check_int("UCD", "m", method.m, minimum=method.k)
+            if method.m >= method.max_time:
+                raise ValueError(
+                    f"UCD: m={method.m} must be below max_time={method.max_time} (every pair "
+                    "runs at least m steps; max_time caps them)."
+                )
     else:
         raise ValueError(f"method must be CD(...), PCD(...) or UCD(...), got {method!r}.")
 

@@ -133,28 +133,31 @@ def test_coupled_rbm_step_has_the_gibbs_marginals_and_maximal_meeting():
     assert np.all(np.abs(new_xi.hidden[on].mean(axis=0) - expected_h) < 5 * se_h)
 
 
-def ucd_estimates(params, start, k, rng, max_time=200, tries=10, correct=True):
-    """UCD estimates of E_model[v], one per row of ``start`` (C, M), with numpy noise."""
+def ucd_estimates(params, start, k, rng, max_time=200, tries=10, correct=True, m=None):
+    """UCD estimates of E_model[v], one per row of ``start`` (C, M), with numpy noise
+    (``m``: the time-averaged estimator's last step)."""
     chains = start.shape[0]
-    m, n = params.weights.shape
+    visible, n = params.weights.shape
     h0 = ebm.bernoulli_from_uniform(
         ebm.rbm_hidden_logits(params, start), rng.uniform(size=(chains, n))
     )
     eta = ebm.RBMState(start, h0)
     xi = ebm.rbm_gibbs_step(
-        params, eta, rng.uniform(size=(chains, m)), rng.uniform(size=(chains, n))
+        params, eta, rng.uniform(size=(chains, visible)), rng.uniform(size=(chains, n))
     )
-    total = np.zeros((chains, m))
+    last = ebm.ucd_horizon(k, m)
+    total = np.zeros((chains, visible))
     if k == 0:
-        total += start
+        total += ebm.ucd_weights(0, k, np.zeros(chains, bool), m)[0][:, None] * start
     met = np.all(xi.visible == eta.visible, 1) & np.all(xi.hidden == eta.hidden, 1)
     t = 1
     while True:
-        w_xi, w_eta = ebm.ucd_weights(t, k, met)
-        if not correct:
-            w_xi, w_eta = np.full(chains, float(t == k)), np.zeros(chains)
+        w_xi, w_eta = ebm.ucd_weights(t, k, met, m)
+        if not correct:  # the average of the chain ahead alone (CD-k for m = k)
+            w_xi = np.full(chains, float(k <= t <= last) / (last - k + 1))
+            w_eta = np.zeros(chains)
         total += w_xi[:, None] * xi.visible - w_eta[:, None] * eta.visible
-        if (t >= k and met.all()) or t >= max_time:
+        if (t >= last and met.all()) or t >= max_time:
             break
         t += 1
         xi, eta, _ = ebm.rbm_coupled_gibbs_step(
@@ -162,9 +165,9 @@ def ucd_estimates(params, start, k, rng, max_time=200, tries=10, correct=True):
             xi,
             eta,
             rng.uniform(size=chains),
-            rng.uniform(size=(chains, m)),
+            rng.uniform(size=(chains, visible)),
             rng.uniform(size=(tries, chains, 2)),
-            rng.uniform(size=(tries, chains, m)),
+            rng.uniform(size=(tries, chains, visible)),
             rng.uniform(size=(chains, n)),
         )
         met = met | (np.all(xi.visible == eta.visible, 1) & np.all(xi.hidden == eta.hidden, 1))
@@ -172,18 +175,21 @@ def ucd_estimates(params, start, k, rng, max_time=200, tries=10, correct=True):
     return total
 
 
-@pytest.mark.parametrize("k", [0, 1, 3])
-def test_ucd_estimator_is_unbiased_for_the_model_expectation(k):
-    """Started at a data point far from the model, the UCD estimates of E_model[v] average to
-    the exact value; the same run without the correction terms (CD-k) is biased and fails."""
-    rng = np.random.default_rng(10 + k)
+@pytest.mark.parametrize("k, m", [(0, None), (1, None), (3, None), (0, 2), (1, 4)])
+def test_ucd_estimator_is_unbiased_for_the_model_expectation(k, m):
+    """Started at a data point far from the model, the UCD estimates of E_model[v] (the
+    time-averaged ones for m > k) average to the exact value; the same run without the
+    correction terms (CD-k, or the average of steps k..m) is biased and fails."""
+    rng = np.random.default_rng(10 + k + 7 * (m or 0))
     params = ebm.RBMParams(PARAMS.weights * 2.0, PARAMS.visible_bias, PARAMS.hidden_bias)
     exact = model_visible_mean(params)
     start = np.tile([0.0, 1, 0, 1], (12_000, 1))
-    estimates = ucd_estimates(params, start, k, rng)
+    estimates = ucd_estimates(params, start, k, rng, m=m)
     z = (estimates.mean(0) - exact) / (estimates.std(0) / np.sqrt(len(estimates)))
     assert np.all(np.abs(z) < 5), z
-    biased = ucd_estimates(params, start, max(k, 1), np.random.default_rng(99), correct=False)
+    k_biased = max(k, 1) if m is None else k
+    rng_biased = np.random.default_rng(99)
+    biased = ucd_estimates(params, start, k_biased, rng_biased, correct=False, m=m)
     z_biased = (biased.mean(0) - exact) / (biased.std(0) / np.sqrt(len(biased)))
     assert np.max(np.abs(z_biased)) > 8, z_biased
 
@@ -196,6 +202,23 @@ def test_ucd_weights():
     w_xi, w_eta = ebm.ucd_weights(2, 1, met)
     np.testing.assert_array_equal(w_xi, [1, 0])
     np.testing.assert_array_equal(w_eta, [1, 0])
+
+
+def test_time_averaged_ucd_weights():
+    """k = 1, m = 3: f(xi_t) averaged over t = 1..3 (1/3 each), the corrections ramped by
+    min(1, (t - 1) / 3) while the pair is apart, nothing after m once met."""
+    apart, met = np.array([False]), np.array([True])
+    expected = {1: (1 / 3, 0), 2: (1 / 3 + 1 / 3, 1 / 3), 3: (1 / 3 + 2 / 3, 2 / 3), 4: (1, 1)}
+    expected |= {5: (1, 1)}
+    for t, (w_xi, w_eta) in expected.items():
+        got = ebm.ucd_weights(t, 1, apart, 3)
+        np.testing.assert_allclose([got[0][0], got[1][0]], [w_xi, w_eta], rtol=1e-6)
+    for t in (2, 3):  # met: the average part only
+        got = ebm.ucd_weights(t, 1, met, 3)
+        np.testing.assert_allclose([got[0][0], got[1][0]], [1 / 3, 0], rtol=1e-6)
+    for t in (0, 4):
+        assert ebm.ucd_weights(t, 1, met, 3)[0][0] == 0
+    assert ebm.ucd_horizon(1, None) == 1 and ebm.ucd_horizon(1, 3) == 3
 
 
 # ------------------------------------------------------------------------------------------

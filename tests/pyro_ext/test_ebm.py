@@ -76,6 +76,10 @@ def test_errors_name_the_argument():
         ebm.train(ising, data, optimizer=opt, method=ebm.PCD(), num_steps=1)
     with pytest.raises(ValueError, match="max_time must be an integer >= 2"):
         ebm.train(ising, data, optimizer=opt, method=ebm.UCD(max_time=1), num_steps=1)
+    with pytest.raises(ValueError, match="UCD: m must be an integer >= 2"):
+        ebm.train(ising, data, optimizer=opt, method=ebm.UCD(k=2, m=1), num_steps=1)
+    with pytest.raises(ValueError, match="m=100 must be below max_time=100"):
+        ebm.train(ising, data, optimizer=opt, method=ebm.UCD(m=100), num_steps=1)
 
 
 def test_other_energies_train_with_a_library_kernel():
@@ -140,9 +144,11 @@ def test_ucd_with_coupled_dmala_is_unbiased():
 
 
 @pytest.mark.cpu_only  # compares with the JAX trainer on the CPU
-def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
+@pytest.mark.parametrize("k, horizon", [(1, None), (0, 3)])
+def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch, k, horizon):
     """Same RBM, batch and uniforms: the JAX and torch UCD negative phases give the same
-    gradient estimate and meeting statistics."""
+    gradient estimate and meeting statistics (``horizon``: the time-averaged estimator's
+    ``m``)."""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
     from numpyro_ext import _ucd as nucd
@@ -165,7 +171,7 @@ def test_ucd_estimate_is_the_same_in_both_trainers(monkeypatch):
         for _ in range(max_time + 1)
     ]
     stacked = [np.stack([s[j] for s in steps]) for j in range(5)]
-    method = core.UCD(k=1, max_time=max_time, max_tries=tries)
+    method = core.UCD(k=k, max_time=max_time, max_tries=tries, m=horizon)
     assert len(core.ucd_compaction_capacities(chains)) > 1  # the working set shrinks
 
     def rows_of(arrays, rows, lead=0):
