@@ -146,7 +146,9 @@ def ucd_negative(method: UCD, energy: nn.Module, batch: torch.Tensor):
     last = core.ucd_horizon(k, m)
     surrogate = torch.zeros((), device=batch.device)
     if k == 0:  # the estimator's f(xi_0): the batch itself
-        w_start, _ = core.ucd_weights(0, k, torch.zeros(chains, dtype=torch.bool), m)
+        w_start, _ = core.ucd_weights(
+            0, k, torch.zeros(chains, dtype=torch.bool, device=batch.device), m
+        )
         surrogate = surrogate + (w_start * energy(batch)).sum() / chains
     met = coupling.same(xi, eta)
     tau_sum = int(met.sum())
