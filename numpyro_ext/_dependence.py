@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from jax.extend.core import Literal, Var
 
-__all__ = ["MAX_DEPENDENCE_CELLS", "output_dependence"]
+__all__ = ["MAX_DEPENDENCE_CELLS", "interaction_graph_of", "output_dependence"]
 
 #: the largest dependence array (elements of a value times coordinates) followed before the
 #: reading gives up: the reading is meant for small sites, where a probe costs a compilation
@@ -48,6 +48,18 @@ _CALLS = frozenset(
 _CALLED = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 
 
+#: element-wise operations that add or relabel their operands' dependences without combining
+#: them (no coordinate's effect on the value depends on another's)
+_ADDITIVE = frozenset("add sub neg copy copy_p real imag reduce_precision stop_gradient".split())
+
+#: operations that move, select or sum elements: an output element is a sum of operand
+#: elements (or one of them), so they combine no coordinates
+_STRUCTURAL = frozenset(
+    """broadcast_in_dim reshape squeeze expand_dims transpose rev slice concatenate
+    reduce_sum""".split()
+)
+
+
 class _Unknown(Exception):
     """An operation without an exact rule reached by a dependent value."""
 
@@ -68,7 +80,40 @@ def output_dependence(
         return None
 
 
-def _run(jaxpr: Any, inputs: Sequence[np.ndarray | None], size: int) -> list[np.ndarray | None]:
+def interaction_graph_of(fn: Callable[[jax.Array], jax.Array], x: jax.Array) -> np.ndarray | None:
+    """Which pairs of coordinates of ``x`` the program of the scalar ``fn(x)`` combines other
+    than by addition, read from the program: shape (N, N), symmetric; None where the reading is
+    unknown (as :func:`output_dependence`) or the (N, N) array would pass
+    :data:`MAX_DEPENDENCE_CELLS`.
+
+    A pair not listed does not interact: every value the program computes is a sum of pieces,
+    each a function of coordinates that are pairwise listed (sums, slices, reshapes and products
+    with constants keep that form; a product of two values computed from the site lists every
+    pair of their coordinates, any other operation on a value every pair of its own), so ``fn``
+    is a sum of functions of listed cliques, and changing a coordinate leaves the exact
+    conditional of every coordinate not listed with it unchanged, whatever the values. Formal:
+    a listed pair may not interact in value (``0 * x[i] * x[k]``)."""
+    closed = jax.make_jaxpr(fn)(x)
+    size = int(np.prod(np.shape(x)))
+    if size * size > MAX_DEPENDENCE_CELLS:
+        return None
+    start = np.eye(size, dtype=bool).reshape((*np.shape(x), size))
+    graph = np.zeros((size, size), bool)
+    try:
+        _run(closed.jaxpr, [start], size, graph)
+    except _Unknown:
+        return None
+    return graph | graph.T
+
+
+def _run(
+    jaxpr: Any,
+    inputs: Sequence[np.ndarray | None],
+    size: int,
+    graph: np.ndarray | None = None,
+) -> list[np.ndarray | None]:
+    """The dependence of ``jaxpr``'s outputs on the coordinates; with ``graph`` (N, N), the
+    pairs its operations combine are added to it as they are met."""
     env: dict[Any, np.ndarray | None] = dict(zip(jaxpr.invars, inputs))
 
     def read(v: Any) -> np.ndarray | None:
@@ -78,7 +123,9 @@ def _run(jaxpr: Any, inputs: Sequence[np.ndarray | None], size: int) -> list[np.
         deps = [read(v) for v in equation.invars]
         if all(d is None for d in deps):
             continue  # not computed from the site
-        outs = _rule(equation, deps, size)
+        outs = _rule(equation, deps, size, graph)
+        if graph is not None:
+            _combine(equation, deps, outs, size, graph)
         for v, d in zip(equation.outvars, outs):
             if isinstance(v, Var):
                 if d is not None and d.size > MAX_DEPENDENCE_CELLS:
@@ -91,7 +138,9 @@ def _shape(v: Any) -> tuple[int, ...]:
     return tuple(v.aval.shape)
 
 
-def _rule(equation: Any, deps: list[np.ndarray | None], size: int) -> list[np.ndarray | None]:
+def _rule(
+    equation: Any, deps: list[np.ndarray | None], size: int, graph: np.ndarray | None = None
+) -> list[np.ndarray | None]:
     name = equation.primitive.name
     params = equation.params
     out_shapes = [_shape(v) for v in equation.outvars]
@@ -102,7 +151,7 @@ def _rule(equation: Any, deps: list[np.ndarray | None], size: int) -> list[np.nd
         inner = getattr(called, "jaxpr", called)
         if len(inner.invars) != len(deps):
             raise _Unknown(name)
-        return _run(inner, deps, size)
+        return _run(inner, deps, size, graph)
     if name in _ELEMENTWISE:
         (shape,) = out_shapes
         total = np.zeros((*shape, size), bool)
@@ -184,3 +233,72 @@ def _dot_general(equation: Any, deps: list[np.ndarray | None], size: int) -> np.
             view = reduced.reshape((*reduced.shape[:nb], *(1,) * n_left, *reduced.shape[nb:]))
         total = total | np.broadcast_to(view, total.shape)
     return total
+
+
+def _pairs(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """(N, N): the pairs ``(i, k)`` with ``i`` in ``left[e]`` and ``k`` in ``right[e]`` for some
+    element ``e`` (both (E, N) bool)."""
+    return (left.astype(np.float32).T @ right.astype(np.float32)) > 0
+
+
+def _combine(
+    equation: Any,
+    deps: list[np.ndarray | None],
+    outs: list[np.ndarray | None],
+    size: int,
+    graph: np.ndarray,
+) -> None:
+    """Add to ``graph`` the pairs of coordinates ``equation`` combines other than by addition
+    (:func:`interaction_graph_of`)."""
+    name = equation.primitive.name
+    dependent = [d is not None for d in deps]
+    if name in _CALLS or name in _ADDITIVE or name in _STRUCTURAL:
+        return  # a called program's operations were read on their own
+    if name == "convert_element_type":
+        # exact between integers and floats one way; rounding a float to an integer is not
+        source = equation.invars[0].aval.dtype
+        target = equation.params["new_dtype"]
+        if not (np.issubdtype(source, np.floating) and not np.issubdtype(target, np.floating)):
+            return
+    if name == "mul" and sum(dependent) == 1:
+        return  # a constant scale
+    if name == "div" and not dependent[1]:
+        return
+    if name == "select_n" and not dependent[0]:
+        return  # a constant choice between values
+    if name == "mul":
+        (shape,) = [_shape(v) for v in equation.outvars]
+        left, right = (
+            np.broadcast_to(d, (*shape, size)).reshape(-1, size) for d in deps if d is not None
+        )
+        graph |= _pairs(left, right)
+        return
+    if name == "dot_general":
+        if all(dependent):
+            graph |= _pairs(*_contracted_pairs(equation, deps, size))
+        return
+    # any other operation on a value (exp, a division by a value of the site, a max, a
+    # comparison): every pair of each output element's coordinates
+    for out in outs:
+        if out is not None:
+            flat = out.reshape(-1, size)
+            graph |= _pairs(flat, flat)
+
+
+def _contracted_pairs(
+    equation: Any, deps: list[np.ndarray | None], size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """For a contraction of two operands computed from the site: per (batch, contracted)
+    index, each operand's coordinates over its free axes, (B K, N) each; the product pairs
+    them index by index."""
+    (contract_l, contract_r), (batch_l, batch_r) = equation.params["dimension_numbers"]
+    flats = []
+    for d, batch, contract in zip(deps, (batch_l, batch_r), (contract_l, contract_r)):
+        assert d is not None
+        kept = (*batch, *contract)
+        free = tuple(a for a in range(d.ndim - 1) if a not in kept)
+        reduced = np.any(d, axis=free) if free else d
+        # the remaining axes are the kept ones in increasing order: put them in (batch, contract)
+        order = [sorted(kept).index(a) for a in kept]
+        flats.append(np.transpose(reduced, (*order, reduced.ndim - 1)).reshape(-1, size))
+    return flats[0], flats[1]

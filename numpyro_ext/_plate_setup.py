@@ -45,6 +45,7 @@ from discrete_kernels.coordinatewise import per_coordinate_error, per_coordinate
 from discrete_kernels.domains import coordinate_bounds
 from discrete_kernels.samplers.plate_gibbs import MAX_COLOURS
 
+from ._dependence import interaction_graph_of
 from ._plates import (
     all_terms_fn,
     element_terms_interactions,
@@ -419,15 +420,21 @@ def _table_colouring(
             False,
             False,
         )
-    x = points[0][j]
-    low, high = coordinate_bounds(spec.domain, shape)
-    next_values = (np.asarray(x) - low + 1) % (high - low + 1) + low
-    all_moved = points[0][:j] + (jnp.asarray(next_values, x.dtype),) + points[0][j + 1 :]
-    probed_points = [*points[:2], all_moved]
     log_density = setup.log_density_fn(model_args, model_kwargs)
-    tables, moved_tables, f = probe_tables(log_density, j, spec, probed_points)
-    graph = table_interaction_graph(tables, moved_tables, f, float(np.finfo(tables.dtype).eps))
     why = "they interact (moving one changes the other's exact conditional)"
+    # the program's own reading first: no compilation, and a proof rather than a probe
+    graph = _program_graph(log_density, j, points[0])
+    if graph is not None and flat_given is not None:
+        if check_graph_colouring(graph, flat_given, why) is not None:
+            graph = None  # the reading is formal: the tables decide
+    if graph is None:
+        x = points[0][j]
+        low, high = coordinate_bounds(spec.domain, shape)
+        next_values = (np.asarray(x) - low + 1) % (high - low + 1) + low
+        all_moved = points[0][:j] + (jnp.asarray(next_values, x.dtype),) + points[0][j + 1 :]
+        probed_points = [*points[:2], all_moved]
+        tables, moved_tables, f = probe_tables(log_density, j, spec, probed_points)
+        graph = table_interaction_graph(tables, moved_tables, f, float(np.finfo(tables.dtype).eps))
     if flat_given is not None:
         problem = check_graph_colouring(graph, flat_given, why)
         if problem is not None:
@@ -451,6 +458,24 @@ def _table_colouring(
     num_colours = int(colours.max()) + 1
     chain = num_colours > 1 and is_chain_graph(graph) and draws_chain(size, num_values, num_colours)
     return colours.reshape(shape), "", True, chain
+
+
+def _program_graph(log_density: Callable, j: int, point: tuple) -> np.ndarray | None:
+    """Which coordinates of leaf ``j`` interact, read from the log density's program
+    (:func:`~numpyro_ext._dependence.interaction_graph_of`), shape (N, N); None where the
+    reading is unknown or lists every pair (a coupling matrix held as a dense constant reads
+    so whatever its zeros: the single-site tables can tell more)."""
+
+    def of_leaf(x: jax.Array) -> jax.Array:
+        return log_density(point[:j] + (x,) + point[j + 1 :])
+
+    try:
+        graph = interaction_graph_of(of_leaf, point[j])
+    except (TypeError, ValueError, IndexError):  # not traceable so: the tables decide
+        return None
+    if graph is None or np.all(graph | np.eye(len(graph), dtype=bool)):
+        return None
+    return graph
 
 
 def per_coordinate_dims(

@@ -54,6 +54,7 @@ __all__ = [
     "plate_dims",
     "plate_groups",
     "probe_tables",
+    "probed_term_dependence",
     "term_dependence",
     "terms_computed_from",
     "verify_per_coordinate",
@@ -307,6 +308,29 @@ def term_dependence(
     batch_size: int = 256,
 ) -> np.ndarray:
     """``D[i, e]``: whether term ``e`` depends on coordinate ``i`` of leaf ``j``, shape (N, E).
+
+    Read from the terms' program where the reading is known
+    (:func:`~numpyro_ext._dependence.output_dependence`: formal, so it holds at every state
+    and lists at least every dependence a probe can see; no compilation), else probed
+    (:func:`probed_term_dependence`).
+    """
+    point = points[0]
+    size = int(np.prod(point[j].shape))
+    read = output_dependence(lambda x: [all_terms(point[:j] + (x,) + point[j + 1 :])], point[j])
+    if read is not None and read[0] is not None:
+        return np.asarray(read[0]).reshape(-1, size).T
+    return probed_term_dependence(all_terms, j, spec, points, seed, batch_size)
+
+
+def probed_term_dependence(
+    all_terms: Callable[[tuple], jax.Array],
+    j: int,
+    spec: LeafSpec,
+    points: Sequence[tuple],
+    seed: int = 0,
+    batch_size: int = 256,
+) -> np.ndarray:
+    """``D[i, e]`` of :func:`term_dependence`, probed numerically.
 
     Two probes, united: the terms that change when the coordinate moves to each of its other
     values at each of ``points`` (an index such as ``probs[z]``), and, for a leaf that

@@ -21,12 +21,12 @@ import pytest
 
 import discrete_kernels as dk
 import numpyro_ext as nx
-from numpyro_ext import _plate_setup
-from numpyro_ext._dependence import output_dependence
+from numpyro_ext import _plate_setup, _plates
+from numpyro_ext._dependence import interaction_graph_of, output_dependence
 
 from ..core.transition import colour_sweep_matrix
-from .test_block_gibbs import driver_setup
-from .test_summed_factor_gibbs import dense_model, tables_at
+from .test_block_gibbs import CHECKERBOARD, driver_setup, hmm_model, lattice_model
+from .test_summed_factor_gibbs import dense_model, summed_lattice_model, tables_at
 
 X = np.random.default_rng(1).normal(size=(7, 3))
 
@@ -142,3 +142,124 @@ def test_a_summed_factor_and_a_pair_still_go_through_the_tables(monkeypatch):
 
     driver_setup(nx.PlateGibbs(pair_model))  # two coordinates: a pair may be drawn whole
     assert calls
+
+
+MATRIX = np.random.default_rng(4).normal(size=(3, 3))
+
+#: scalar functions of six coordinates as log densities write them, and whether the program's
+#: reading of their interactions is exact (else it may list more pairs than interact)
+SCALAR_FUNCTIONS = {
+    "lattice pairs summed": (lambda x: jnp.sum(x[1:] * x[:-1]) - jnp.sum((x - 0.3) ** 2), True),
+    "a pair through exp": (lambda x: jnp.exp(x[0] - 2.0 * x[1]) + 3.0 * x[2], True),
+    "a triple product": (lambda x: x[0] * x[1] * x[2] + x[3], True),
+    "contraction of two slices": (lambda x: x[:3] @ x[3:], True),
+    "batched contraction": (
+        lambda x: jnp.einsum("bi,bi->", x[:4].reshape(2, 2), x[2:].reshape(2, 2)),
+        True,
+    ),
+    "quadratic form of a constant": (lambda x: x[:3] @ jnp.asarray(MATRIX) @ x[:3], True),
+    "division by the site": (lambda x: x[0] / (1.0 + x[1] + x[2]) + x[5], True),
+    "select on the site": (lambda x: jnp.where(x[0] > 0.5, x[1], 2.0 * x[2]) + x[3], False),
+    "maximum": (lambda x: jnp.max(x[:3]) + 0.5 * x[4], True),
+    "rounding a sum": (lambda x: jnp.floor((x[0] + x[1]) / 2.0).astype(jnp.int32) + x[2], True),
+    "square of a sum": (lambda x: (x[0] + x[1]) ** 2 - (x[2] - x[3]) ** 2, True),
+    "comparison": (lambda x: jnp.where(x[0] == x[1], 1.0, 0.0) + x[2], True),
+    "softplus of a sum": (lambda x: jax.nn.softplus(x[0] + x[4]), True),
+    "nested jit": (lambda x: jax.jit(lambda y: y[1] * y[5])(x) + jnp.sum(x), True),
+    "logsumexp": (lambda x: jax.nn.logsumexp(x[:3]) + x[3] * x[4], True),
+}
+
+
+def conditional_interactions(fn, values: int = 3, size: int = 6) -> np.ndarray:
+    """(N, N): pairs ``(i, k)`` such that moving ``k`` changes a difference of ``fn`` between
+    two values of ``i`` at some state (the exact conditional of ``i``), by enumeration."""
+    states = np.array(list(itertools.product(range(values), repeat=size)), np.int32)
+    grid = np.asarray(jax.vmap(fn)(jnp.asarray(states)), np.float64)
+    grid = grid.reshape((values,) * size)
+    graph = np.zeros((size, size), bool)
+    for i, k in itertools.permutations(range(size), 2):
+        graph[i, k] = np.abs(np.diff(np.diff(grid, axis=i), axis=k)).max() > 1e-4
+    return graph
+
+
+@pytest.mark.parametrize("name", list(SCALAR_FUNCTIONS))
+def test_the_interaction_reading_lists_every_pair_that_interacts(name):
+    fn, exact = SCALAR_FUNCTIONS[name]
+    read = interaction_graph_of(fn, jnp.zeros(6, jnp.int32))
+    assert read is not None
+    np.testing.assert_array_equal(read, read.T)
+    truth = conditional_interactions(fn)
+    off = ~np.eye(6, dtype=bool)
+    assert not np.any(truth & ~read), np.argwhere(truth & ~read)
+    if exact:
+        np.testing.assert_array_equal(read[off], truth[off])
+
+
+def test_the_interaction_reading_is_unknown_where_the_dependence_is():
+    assert interaction_graph_of(lambda x: jnp.sum(jnp.cumsum(x) ** 2), jnp.ones(5)) is None
+    assert interaction_graph_of(lambda x: jnp.sum(x[jnp.argmax(x) % 3] * x), jnp.ones(5)) is None
+
+
+def test_a_summed_lattice_is_coloured_from_its_program_without_the_tables_probe(monkeypatch):
+    """The 3x3 lattice's pair terms summed into one factor: the program reads as a sum of
+    products of neighbours, so the checkerboard comes without the tables' probe (its sweep's
+    stationarity: test_summed_factor_gibbs); a dense summed factor, every pair read, is still
+    probed (the tables may find fewer)."""
+
+    def probed(*args, **kwargs):
+        raise AssertionError("probed")
+
+    monkeypatch.setattr(_plate_setup, "probe_tables", probed)
+    setup, _ = driver_setup(nx.PlateGibbs(summed_lattice_model))
+    assert setup.leaves[0].mode == dk.sites.EXACT
+    np.testing.assert_array_equal(setup.leaves[0].colours, CHECKERBOARD)
+    with pytest.raises(AssertionError, match="probed"):
+        driver_setup(nx.PlateGibbs(dense_model))
+
+
+#: per-term functions of a site as plate and pair ``factor`` terms write them, with the site's
+#: domain: the program's reading of which terms each coordinate changes must equal the probe's
+TERM_FUNCTIONS = {
+    "pair products": (
+        lambda z: jnp.concatenate([(2 * z[1:] - 1) * (2 * z[:-1] - 1), 0.3 * z]),
+        dk.Binary(),
+    ),
+    "a product vanishing at integers": (
+        lambda z: jnp.stack([z[0] * z[1] * z[2], z[3] - 0.5 * z[2], 1.0 + 0.0 * z[4]]),
+        dk.Binary(),
+    ),
+    "agreement of neighbours": (
+        lambda c: jnp.concatenate([(c[1:] == c[:-1]).astype(jnp.float32), 0.2 * c]),
+        dk.Categorical(3),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TERM_FUNCTIONS))
+def test_the_terms_dependence_read_from_the_program_equals_the_probe(name):
+    fn, domain = TERM_FUNCTIONS[name]
+    spec = dk.sites.LeafSpec("z", domain, dk.sites.PLATE)
+    points = [(jnp.array([0, 1, 0, 1, 1], jnp.int32),), (jnp.array([1, 1, 0, 0, 1], jnp.int32),)]
+
+    def all_terms(leaves):
+        return fn(leaves[0])
+
+    read = _plates.term_dependence(all_terms, 0, spec, points)
+    probed = _plates.probed_term_dependence(all_terms, 0, spec, points)
+    np.testing.assert_array_equal(read, probed)
+
+
+def test_a_lattice_of_pair_factors_is_coloured_from_its_program_and_a_scan_is_probed(
+    monkeypatch,
+):
+    """The 3x3 lattice's pair factors read from the program (no probe compiled) give the
+    checkerboard; the HMM written with ``scan`` has no exact reading, so it is probed."""
+
+    def probed(*args, **kwargs):
+        raise AssertionError("probed")
+
+    monkeypatch.setattr(_plates, "probed_term_dependence", probed)
+    setup, _ = driver_setup(nx.PlateGibbs(lattice_model))
+    np.testing.assert_array_equal(setup.leaves[0].colours, CHECKERBOARD)
+    with pytest.raises(AssertionError, match="probed"):
+        driver_setup(nx.PlateGibbs(hmm_model))

@@ -219,7 +219,7 @@ def test_term_dependence_moves_each_coordinate_to_every_other_value():
         c = leaves[0]
         return jnp.stack([(c[0] == c[1]).astype(jnp.float32), 0.1 * c[1]])
 
-    dependence = _plates.term_dependence(all_terms, 0, spec, [(jnp.array([0, 2]),)])
+    dependence = _plates.probed_term_dependence(all_terms, 0, spec, [(jnp.array([0, 2]),)])
     np.testing.assert_array_equal(dependence, [[True, False], [True, True]])
 
 
