@@ -55,8 +55,8 @@ _ADDITIVE = frozenset("add sub neg copy copy_p real imag reduce_precision stop_g
 #: operations that move, select or sum elements: an output element is a sum of operand
 #: elements (or one of them), so they combine no coordinates
 _STRUCTURAL = frozenset(
-    """broadcast_in_dim reshape squeeze expand_dims transpose rev slice concatenate
-    reduce_sum""".split()
+    """broadcast_in_dim reshape squeeze expand_dims transpose rev slice concatenate stack
+    split reduce_sum""".split()
 )
 
 
@@ -193,6 +193,15 @@ def _rule(
             for v, dv in zip(equation.invars, deps)
         ]
         return [np.concatenate(pieces, axis=params["dimension"])]
+    if name == "stack":
+        pieces = [
+            np.zeros((*_shape(v), size), bool) if dv is None else dv
+            for v, dv in zip(equation.invars, deps)
+        ]
+        return [np.stack(pieces, axis=params["axis"])]
+    if name == "split" and d is not None:
+        edges = np.cumsum(params["sizes"])[:-1]
+        return list(np.split(d, edges, axis=params["axis"]))
     if name == "dot_general":
         return [_dot_general(equation, deps, size)]
     raise _Unknown(name)
