@@ -26,7 +26,7 @@ import jax
 import numpy as np
 from numpyro.infer.gibbs import conditioned, prototype_trace
 
-from ._once import ONCE_OPTIONS
+from ._once import compile_once
 
 __all__ = ["prior_trace"]
 
@@ -87,7 +87,7 @@ def _compile(model: Callable, rng_key: Any, treedef: Any, static: tuple, arrays:
         return out
 
     lowered = jax.jit(program).lower(rng_key, arrays)
-    executable = lowered.compile(compiler_options=ONCE_OPTIONS)
+    executable = compile_once(lowered)
     return _Compiled(executable, captured["statics"], captured["fns"])
 
 

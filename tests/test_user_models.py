@@ -329,7 +329,13 @@ def test_recommended_kernel_matches_the_exact_answer(name):
 SLOW_RUNS = {"variable_selection": (1000, 6000), "hmm_scan": (2000, 10000)}
 
 #: findings (tests below): kernels of the suite that are wrong on a model at the test's size
-FINDINGS = {("cjs", "GWG"), ("ssvs", "DMALA"), ("ssvs", "AB"), ("ssvs", "MixedHMC")}
+FINDINGS = {
+    ("cjs", "GWG"),
+    ("ssvs", "DMALA"),
+    ("ssvs", "AB"),
+    ("ssvs", "MixedHMC"),
+    ("ssvs", "MarginalNUTS"),
+}
 
 OTHERS = [
     (name, kernel)
@@ -365,13 +371,31 @@ def test_gwg_beside_nuts_on_the_capture_recapture_scan_model():
     "|z| 15-64). Drawing gamma given beta, an indicator switches off only while NUTS holds "
     "its beta within a few spike widths of 0: the exact PlateGibbs block keeps gamma_1 at 1 "
     "in 3 of its 4 chains too (and passes only because 0.936 is near 1). The blocks warn at "
-    "setup and name the paired moves; DiscreteHMCGibbs, MarginalNUTS and the paired kernels "
-    "are right (found 2026-11-29)",
+    "setup and name the paired moves; DiscreteHMCGibbs and the paired kernels are right "
+    "(found 2026-11-29; MarginalNUTS depends on the seed: the test below)",
     strict=True,
 )
 @pytest.mark.parametrize("kernel", ["DMALA", "AB", "MixedHMC"])
 def test_some_kernels_never_switch_an_ssvs_indicator_off(kernel):
     check("ssvs", kernel, warmup=500, samples=2000)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    reason="MarginalNUTS on SSVS at the test size: with the indicators summed out each "
+    "coefficient's marginal has a spike at 0 (scale 0.01) beside the likelihood's bump, and "
+    "NUTS, its step adapted to the bump, enters the spike rarely; the answer depends on the "
+    "seed and on the rounding. At 300 warmup steps and 2 x 1,000 draws, seeds 0-3 gave "
+    "gamma_0 0.90, 0.99, 0.98, 0.69 and model size 2.75, 3.19, 2.63, 2.00 with the tests' "
+    "XLA flags (exact 0.870 and 2.464), gamma_0 0.87, 0.78, 0.74, 0.57 with XLA's fusion "
+    "emitters on (the same operations, other rounding): 3 of 4 seeds beyond 4 standard "
+    "errors either way; at 500 and 2 x 2,000, gamma_0 0.99, 0.76, 0.86, 0.81. PairedNUTS "
+    "was right on all four seeds and is the model's recommended kernel (found 2026-12-02). "
+    "Not strict: some seeds pass",
+    strict=False,
+)
+def test_marginal_nuts_on_ssvs_depends_on_the_seed():
+    check("ssvs", "MarginalNUTS", warmup=500, samples=2000)
 
 
 @pytest.mark.slow

@@ -52,3 +52,23 @@ def test_jit_once_keeps_its_program_per_shape_and_leaves_large_probes_to_jit(mon
     large = _once.jit_once(lambda x: _work(x, w), _once.SMALL_PROBE_EVALUATIONS + 1)
     large(x)
     assert len(compiles) == 2  # a plain jax.jit: optimised, not through Lowered.compile
+
+
+def test_an_option_this_xla_does_not_know_is_dropped_and_the_program_compiles(monkeypatch):
+    """XLA's options change between releases: one it does not know is left out, once."""
+    from numpyro_ext import _once
+
+    kept = set(_once.ONCE_OPTIONS)
+    monkeypatch.setattr(_once, "ONCE_OPTIONS", dict(_once.ONCE_OPTIONS, xla_no_such_option=True))
+    x = jnp.arange(3.0)
+    lowered = jax.jit(jnp.sum).lower(x)
+    assert float(_once.compile_once(lowered)(x)) == 3.0
+    assert set(_once.ONCE_OPTIONS) == kept
+
+    class Failing:
+        def compile(self, compiler_options):
+            raise jax.errors.JaxRuntimeError("INTERNAL: something else")
+
+    with pytest.raises(jax.errors.JaxRuntimeError, match="something else"):
+        _once.compile_once(Failing())  # another failure is not swallowed
+    assert set(_once.ONCE_OPTIONS) == kept
