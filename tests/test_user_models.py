@@ -381,21 +381,22 @@ def test_some_kernels_never_switch_an_ssvs_indicator_off(kernel):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="MarginalNUTS on SSVS at the test size: with the indicators summed out each "
-    "coefficient's marginal has a spike at 0 (scale 0.01) beside the likelihood's bump, and "
-    "NUTS, its step adapted to the bump, enters the spike rarely; the answer depends on the "
-    "seed and on the rounding. At 300 warmup steps and 2 x 1,000 draws, seeds 0-3 gave "
-    "gamma_0 0.90, 0.99, 0.98, 0.69 and model size 2.75, 3.19, 2.63, 2.00 with the tests' "
-    "XLA flags (exact 0.870 and 2.464), gamma_0 0.87, 0.78, 0.74, 0.57 with XLA's fusion "
-    "emitters on (the same operations, other rounding): 3 of 4 seeds beyond 4 standard "
-    "errors either way; at 500 and 2 x 2,000, gamma_0 0.99, 0.76, 0.86, 0.81. PairedNUTS "
-    "was right on all four seeds and is the model's recommended kernel (found 2026-12-02). "
-    "Not strict: some seeds pass",
-    strict=False,
-)
-def test_marginal_nuts_on_ssvs_depends_on_the_seed():
-    check("ssvs", "MarginalNUTS", warmup=500, samples=2000)
+def test_marginal_nuts_on_ssvs_misses_on_most_seeds():
+    """The finding behind ``ssvs``'s recommendation (PairedNUTS, not MarginalNUTS): with the
+    indicators summed out each coefficient's marginal has a spike at 0 (scale 0.01) beside
+    the likelihood's bump, and NUTS, its step adapted to the bump, enters the spike rarely.
+    At the test size, seeds 0-3 gave gamma_0 0.90, 0.99, 0.98, 0.69 and model size 2.75,
+    3.19, 2.63, 2.00 with the tests' XLA flags (exact 0.870 and 2.464), gamma_0 0.87, 0.78,
+    0.74, 0.57 with XLA's fusion emitters on (other rounding); PairedNUTS was right on all
+    four (2026-12-02). Should MarginalNUTS become right here, this fails: revisit the
+    recommendation."""
+    misses = 0
+    for seed in range(4):
+        try:
+            check("ssvs", "MarginalNUTS", seed=seed)
+        except AssertionError:
+            misses += 1
+    assert misses >= 2, f"MarginalNUTS missed on {misses} of 4 seeds"
 
 
 @pytest.mark.slow
