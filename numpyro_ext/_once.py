@@ -6,7 +6,8 @@ for a program run once (``kernel.init``: the start values, their log density and
 those passes cost more than they save. On the CPU, :func:`run_once` compiles with
 ``xla_backend_optimization_level=0``: the same operations, computed the same way (XLA does no
 fast-math reassociation by default), about half the compile time of the start (1.1-1.5 s
-against 2.3-2.4 s for the 20x20 Ising model with 4 chains on a loaded 2-core machine).
+against 2.3-2.4 s for the 20x20 Ising model with 4 chains on a loaded 2-core machine), and
+without XLA's fusion emitters where the installed XLA has that option (:data:`ONCE_OPTIONS`).
 """
 
 from __future__ import annotations
