@@ -71,21 +71,24 @@ if jax is not None:
 
 # The default run distributes whole files over two workers (`--dist loadfile`), in collection
 # order: where the heaviest files come last, one worker runs them alone while the other has
-# finished. These files (seconds of work each in a quiet default run, 2026-11-30) start first,
-# heaviest first; the rest keep their order and fill in behind.
+# finished. These files (seconds of work each in a default run from cold caches, as in a fresh
+# clone: no mypy cache, no inductor cache; 2026-12-02) start first, heaviest first; the rest
+# keep their order and fill in behind.
 HEAVIEST_FILES = (
-    "tests/test_user_models.py",  # 91 s
-    "tests/test_bad_inputs.py",  # 72 s
-    "tests/numpyro_ext/test_kernel_protocol.py",  # 58 s
-    "tests/numpyro_ext/test_paired.py",  # 51 s
-    "tests/numpyro_ext/test_ebm.py",  # 44 s
-    "tests/numpyro_ext/test_esh.py",  # 41 s
-    "tests/pyro_ext/test_paired.py",  # 35 s
-    "tests/numpyro_ext/test_moments.py",  # 34 s
-    "tests/numpyro_ext/test_marginal_nuts.py",  # 32 s
-    "tests/numpyro_ext/test_block_gibbs.py",  # 29 s
-    "tests/core/test_stationarity.py",  # 27 s
-    "tests/numpyro_ext/test_summed_factor_gibbs.py",  # 27 s
+    "tests/test_user_models.py",  # 106 s
+    "tests/test_bad_inputs.py",  # 69 s (before its Pyro ESH run was shortened)
+    "tests/numpyro_ext/test_ebm.py",  # 57 s
+    "tests/numpyro_ext/test_kernel_protocol.py",  # 55 s
+    "tests/numpyro_ext/test_paired.py",  # 53 s
+    "tests/core/test_stationarity.py",  # 36 s
+    "tests/test_lint.py",  # 35 s (mypy without its cache)
+    "tests/numpyro_ext/test_summed_factor_gibbs.py",  # 31 s
+    "tests/numpyro_ext/test_marginal_nuts.py",  # 30 s
+    "tests/numpyro_ext/test_esh.py",  # 28 s
+    "tests/numpyro_ext/test_moments.py",  # 26 s
+    "tests/numpyro_ext/test_block_gibbs.py",  # 26 s
+    "tests/numpyro_ext/test_warmup_check.py",  # 26 s
+    "tests/pyro_ext/test_torch_compile.py",  # 25 s (inductor without its cache)
 )
 
 

@@ -524,9 +524,9 @@ def test_numpyro_esh_next_to_a_zero_density_region(exact):
 
 
 def test_pyro_esh_next_to_a_zero_density_region():
-    mcmc = _p_run(px.ESH(p_walled, num_steps=10), warmup=200, samples=600)
+    mcmc = _p_run(px.ESH(p_walled, num_steps=10), warmup=100, samples=400)
     x = mcmc.get_samples(group_by_chain=True)["x"].numpy().astype(np.float64)
-    assert np.all(x <= 1.5) and len(np.unique(x)) > 300
+    assert np.all(x <= 1.5) and len(np.unique(x)) > 250  # 338 measured; frozen, 1
     assert_mc_close(x[..., None], [_walled_exact_mean()])
 
 

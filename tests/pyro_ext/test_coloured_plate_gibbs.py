@@ -179,13 +179,15 @@ def test_independent_coordinates_outside_a_plate_take_one_colour():
 
 
 def test_the_colour_sweep_matches_the_exact_marginals_through_mcmc():
+    """Power: with every coordinate given one colour (the colouring's and the table's checks
+    switched off by hand), max |z| 9.5 at these 800 draws (0.4 right)."""
     states = np.array(list(itertools.product((0, 1), repeat=len(FIELD))), dtype=float)
     s = 2 * states - 1
     logp = COUPLING * np.sum(s[:, 1:] * s[:, :-1], 1) + s @ np.array(FIELD)
     pi = np.exp(logp - logp.max())
     exact = (pi / pi.sum()) @ states
     pyro.set_rng_seed(0)
-    mcmc = MCMC(px.PlateGibbs(chain_model), num_samples=2000, warmup_steps=100, num_chains=1,
+    mcmc = MCMC(px.PlateGibbs(chain_model), num_samples=800, warmup_steps=100, num_chains=1,
                 disable_progbar=True)  # fmt: skip
     mcmc.run()
     x = mcmc.get_samples(group_by_chain=True)["x"].cpu().numpy().astype(np.float64)
@@ -219,11 +221,13 @@ def chain_regression_exact() -> tuple[np.ndarray, float, float]:
 
 
 def test_the_colour_sweep_as_a_gibbs_block_next_to_hmc_matches_the_exact_posterior():
+    """Power: with every coordinate given one colour (the checks switched off by hand), max
+    |z| 18.8 at these 600 draws (1.6 right)."""
     y = torch.tensor(CHAIN_Y)
     kernel = px.PlateGibbs(chain_regression)
     hmc = HMC(chain_regression, step_size=0.5, num_steps=3, adapt_step_size=False)
     pyro.set_rng_seed(1)
-    mcmc = MCMC(px.Gibbs([(kernel, ["x"]), (hmc, None)]), num_samples=1500, warmup_steps=100,
+    mcmc = MCMC(px.Gibbs([(kernel, ["x"]), (hmc, None)]), num_samples=600, warmup_steps=100,
                 disable_progbar=True)  # fmt: skip
     mcmc.run(y)
     np.testing.assert_array_equal(kernel._setup.leaves[0].colours, [0, 1, 0, 1, 0])

@@ -73,6 +73,11 @@ def test_two_dimensional_mixture_moments():
 
 
 def test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior():
+    """The two blocks' plumbing in ``px.Gibbs``. Measured power is low on this small model:
+    the MH ratio's proposal terms swapped move it by max |z| 3.4 and ESH's forward-only
+    reservoir (``exact=False``) by 4.4 at these 500 draws (3.6 and 4.8 at 1,000; 1.4 right),
+    under the bound of 5. The Pyro kernels' correctness rests on their step-by-step parity
+    with NumPyro's (``tests/test_adapter_parity.py``), whose moment tests run by default."""
     y = torch.tensor([0.3, 1.1, 0.8])
     mean_z, mean_mu, second_mu = mixed_model_exact(y.cpu().numpy())
     kernel = px.Gibbs(
@@ -81,7 +86,7 @@ def test_dmala_and_esh_gibbs_blocks_match_the_exact_posterior():
             (px.ESH(mixed_model, step_size=0.3, num_steps=4), None),
         ]
     )
-    mcmc = _run(kernel, 1000, 100, y)
+    mcmc = _run(kernel, 500, 100, y)
     samples = mcmc.get_samples(group_by_chain=True)
     assert_mc_close(samples["z"].cpu().numpy().astype(np.float64), mean_z)
     mu = samples["mu"].cpu().numpy().astype(np.float64)

@@ -198,7 +198,11 @@ def hmc(model):
 @pytest.mark.parametrize("discrete", ["PlateGibbs", "DMALA"])
 def test_a_gibbs_block_next_to_hmc_matches_the_exact_posterior(discrete):
     """PlateGibbs, and DMALA with ``exact_sites`` on the plate site (its table from S
-    evaluations), each as the discrete block of ``px.Gibbs`` next to Pyro's HMC."""
+    evaluations), each as the discrete block of ``px.Gibbs`` next to Pyro's HMC. Measured
+    power: PlateGibbs drawing from its table at temperature 2, max |z| 5.9 at 1,000 draws
+    (4.6 at 500; 0.7 right); DMALA with its MH ratio's proposal terms swapped, 3.6 at 1,000
+    and 3.8 at 500 (1.2 right): on this small model the swap biases it by less than 5
+    standard errors, so DMALA's run is 500 draws and checks the block's plumbing."""
     y = torch.tensor(Y)
     kernel = (
         px.PlateGibbs(plate_model)
@@ -206,7 +210,7 @@ def test_a_gibbs_block_next_to_hmc_matches_the_exact_posterior(discrete):
         else px.DMALA(plate_model, exact_sites=["z"])
     )
     gibbs = px.Gibbs([(kernel, px.discrete_sites), (hmc(plate_model), None)])
-    mcmc = _run(gibbs, 1000, 100, y, seed=2)
+    mcmc = _run(gibbs, 1000 if discrete == "PlateGibbs" else 500, 100, y, seed=2)
     assert [s.mode for s in kernel._setup.leaves] == [dk.sites.PLATE]
     samples = mcmc.get_samples(group_by_chain=True)
     mean_z, mean_mu, second = plate_model_exact(Y, W, PRIOR)
