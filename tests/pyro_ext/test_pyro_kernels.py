@@ -153,9 +153,11 @@ def test_several_site_types_in_plates(kernel_cls):
         for st, p in zip(states, probs)
     )
     # the gradient path on every ordinal site (exact_sites="auto" would switch the small k).
-    # 500 draws (the check's tolerance follows the ESS): DMALA right, max |z| 2.5; its MH
-    # ratio's proposal terms swapped (tests/mc.broken_mh), 19.2
-    mcmc = _run(kernel_cls(several_sites_model, exact_sites=[]), 500, 150)
+    # DMALA 500 draws (the check's tolerance follows the ESS): right, max |z| 2.5; its MH
+    # ratio's proposal terms swapped (tests/mc.broken_mh), 19.2. GWG (slow) moves one
+    # coordinate a step and keeps 1,000
+    draws = 500 if kernel_cls is px.DMALA else 1000
+    mcmc = _run(kernel_cls(several_sites_model, exact_sites=[]), draws, 150)
     smp = mcmc.get_samples(group_by_chain=True)
     assert np.all(smp["k"].cpu().numpy() <= np.array([2, 3]))
     np.testing.assert_array_equal(smp["h"].sum(-1).cpu().numpy(), 1.0)
